@@ -1,0 +1,31 @@
+# captionlib: the two set-up commands of the README.
+#   make demo   create tools/venv if missing, run egs/mini_clotho end to end, print RESULTS.md
+#   make test   create tools/venv if missing, run the whole test suite
+# PYTHON picks the interpreter used to create the virtual environment.
+
+PYTHON ?= python3
+VENV := tools/venv
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv clean-demo
+
+venv: $(STAMP)
+
+$(STAMP): setup.py
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet torch==$(TORCH_VERSION)
+	$(VENV)/bin/python -m pip install --quiet -e ".[all]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	cd egs/mini_clotho && ./run.sh
+	@echo
+	@cat egs/mini_clotho/RESULTS.md
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q tests
+
+clean-demo:
+	cd egs/mini_clotho && rm -rf data dump exp RESULTS.md

@@ -1,0 +1,1 @@
+"""Thin command-line binaries of captionlib: ``python -m captionbin.caption_<verb>``."""

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Compute global feature mean/std (float64) over all frames of a feats.scp.
+
+Writes an ``.npz`` with keys ``count`` (total frames), ``sum``, ``sum_square``,
+``mean``, ``std`` (each ``(dim,)`` except ``count``). Used for input normalisation
+with statistics of the training set only.
+
+Usage:
+    python -m captionbin.caption_compute_stats \\
+        --feats_scp dump/logmel/development/feats.scp --output exp/stats/feats_stats.npz
+"""
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import get_base_parser, parse_args
+
+
+def get_parser():
+    """Build the argument parser."""
+    parser = get_base_parser("Global mean/std of features for normalisation")
+    parser.add_argument("--feats_scp", required=True, help="feature scp (ark or h5 lines)")
+    parser.add_argument("--output", required=True, help="output .npz, e.g. exp/stats/feats_stats.npz")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Parse ``cmd`` and run :func:`captionlib.io.stats.compute_feats_stats`."""
+    args = parse_args(get_parser(), cmd)
+    from captionlib.io.stats import compute_feats_stats
+
+    try:
+        compute_feats_stats(feats_scp=args.feats_scp, output=args.output)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Extract features (log-mel) for the clips of one wav.scp shard into ark or HDF5.
+
+Writes ``<out_prefix>.{ark|h5}``, ``<out_prefix>.scp`` (absolute paths) and, for
+``--out_prefix DIR/feats.JOB``, ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and
+``DIR/feats_type.JOB``. One job of ``egs/TEMPLATE/scripts/dump_feats.sh``.
+
+Usage:
+    python -m captionbin.caption_dump_feats --config conf/feats_logmel.yaml \\
+        --wav_scp dump/logmel/development/log/wav.3.scp --filetype ark \\
+        --out_prefix dump/logmel/development/feats.3
+    python -m captionbin.caption_dump_feats --wav_scp data/validation/wav.scp \\
+        --filetype hdf5 --out_prefix /tmp/feats.1 --n_mels 64 --fs 16000
+"""
+
+import sys
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str_or_none
+
+
+def get_parser():
+    """Build the argument parser (feature keys match ``conf/feats_*.yaml``)."""
+    parser = get_base_parser("Extract log-mel features of a wav.scp into ark/HDF5")
+    parser.add_argument("--wav_scp", required=True, help="<clip-id> <audio path> list")
+    parser.add_argument("--out_prefix", required=True, help="output path without extension, e.g. DIR/feats.JOB")
+    parser.add_argument("--filetype", default="ark", choices=("ark", "hdf5"), help="feature file format")
+    parser.add_argument("--feats_type", default="logmel", choices=("logmel",), help="feature type")
+    parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
+    parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
+    parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
+    parser.add_argument("--hop_length_s", type=float, default=0.02, help="frame shift in seconds")
+    parser.add_argument("--fs", type=int_or_none, default=None, help="resample to this rate (Hz); null: keep")
+    parser.add_argument(
+        "--write_num_frames",
+        type=str_or_none,
+        default=None,
+        help="utt2num_frames output (default: DIR/utt2num_frames.JOB from --out_prefix DIR/feats.JOB)",
+    )
+    parser.add_argument("--log_interval", type=int, default=100, help="log progress every N clips")
+    parser.add_argument("--num_threads", type=int, default=1, help="torch threads per job (0: torch default)")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
+    args = parse_args(get_parser(), cmd)
+    from captionlib.audio.dump import dump_feats
+
+    kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}
+    try:
+        dump_feats(**kwargs)
+    except (ValueError, FileNotFoundError) as e:
+        import logging
+
+        logging.error("%s", e)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

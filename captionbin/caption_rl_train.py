@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""RL fine-tuning of an XE captioner (stage 6): ``--rl_algo scst|reinforce_plus``.
+
+Usage:
+    python -m captionbin.caption_rl_train --rl_algo scst --config conf/train_scst.yaml \
+        --init_param exp/xe_train_xe_logmel_word/valid.cider_d.best.pth \
+        --train_data_dir dump/logmel/development --valid_data_dir dump/logmel/validation \
+        --cider_df exp/stats_logmel/cider_df.pkl \
+        --output_dir exp/xe_train_xe_logmel_word/scst_train_scst --ngpu 0
+
+Re-running the same command resumes from ``<output_dir>/latest.pth``.
+"""
+
+from typing import Optional, Sequence
+
+from captionbin.caption_train import add_common_train_arguments
+from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str_or_none
+
+
+def get_parser():
+    """Return the argument parser of caption_rl_train."""
+    parser = get_base_parser("Fine-tune a captioner with reinforcement learning (SCST, REINFORCE+)")
+    add_common_train_arguments(parser)
+    parser.set_defaults(lr=5e-5)
+    parser.add_argument("--rl_algo", default="scst", choices=("scst", "reinforce_plus"))
+    parser.add_argument("--init_param", help="XE model file to start from")
+    parser.add_argument("--cider_df", help="CIDEr-D document frequencies of the train refs (stage 4)")
+    parser.add_argument("--token_list", type=str_or_none, default=None,
+                        help="ignored if given: the token list comes from the model file")
+    g = parser.add_argument_group("policy gradient")
+    g.add_argument("--reward", default="cider_d:1.0", help="metric:weight[,metric:weight]")
+    g.add_argument("--num_samples", type=int, default=1, help="samples per clip (reinforce_plus)")
+    g.add_argument("--baseline", default="greedy", choices=("greedy", "mean"))
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Run caption_rl_train."""
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    for req in ("train_data_dir", "valid_data_dir", "output_dir", "init_param", "cider_df"):
+        if getattr(args, req) is None:
+            parser.error(f"--{req} is required")
+    from captionlib.rl.train import train_rl
+
+    kw = config_dict(args)
+    for k in ("log_level", "token_list"):
+        kw.pop(k)
+    train_rl(**kw, config=config_dict(args))
+
+
+if __name__ == "__main__":
+    main()

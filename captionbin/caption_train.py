@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Cross-entropy (teacher forcing) training of a captioner (stage 5).
+
+Usage:
+    python -m captionbin.caption_train --config conf/train_xe.yaml \
+        --train_data_dir dump/logmel/development --valid_data_dir dump/logmel/validation \
+        --token_list data/token_list/word/tokens.txt --feats_stats exp/stats_logmel/feats_stats.npz \
+        --output_dir exp/xe_train_xe_logmel_word --ngpu 0
+    python -m captionbin.caption_train --print_config   # a complete config to start from
+
+Re-running the same command resumes from ``<output_dir>/latest.pth`` (or returns at once
+when all epochs are done).
+"""
+
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import config_dict, get_base_parser, int_or_none, parse_args, str2bool, str_or_none, yaml_dict
+
+
+def add_common_train_arguments(parser) -> None:
+    """Options shared by caption_train and caption_rl_train."""
+    g = parser.add_argument_group("data and output")
+    g.add_argument("--train_data_dir", help="dump dir of the train set (feats.scp, text, spk2utt)")
+    g.add_argument("--valid_data_dir", help="dump dir of the validation set")
+    g.add_argument("--output_dir", help="experiment directory")
+    g = parser.add_argument_group("optimisation")
+    g.add_argument("--batch_size", type=int, default=32)
+    g.add_argument("--max_epoch", type=int, default=25)
+    g.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
+    g.add_argument("--weight_decay", type=float, default=0.0)
+    g.add_argument("--grad_clip", type=float, default=0.0, help="max gradient norm (0 = off)")
+    g.add_argument("--num_iters_per_epoch", type=int_or_none, default=None, help="cap on steps per epoch (debug)")
+    g.add_argument("--keep_nbest", type=int, default=5, help="epoch model files kept")
+    g.add_argument("--log_interval", type=int, default=50, help="steps between progress lines")
+    g.add_argument("--max_len", type=int, default=30, help="max caption tokens when decoding (eos included)")
+    g = parser.add_argument_group("runtime")
+    g.add_argument("--num_workers", type=int, default=0)
+    g.add_argument("--ngpu", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--dry_run", type=str2bool, default=False, help="build the model and exit")
+
+
+def get_parser():
+    """Return the argument parser of caption_train."""
+    parser = get_base_parser("Train a captioner with cross-entropy (teacher forcing)")
+    add_common_train_arguments(parser)
+    parser.add_argument("--token_list", help="tokens.txt (bpe.model beside it for BPE)")
+    parser.add_argument("--feats_stats", type=str_or_none, default=None, help="feats_stats.npz (global mean/std)")
+    parser.add_argument("--init_param", type=str_or_none, default=None, help="model file to start from")
+    g = parser.add_argument_group("model")
+    g.add_argument("--encoder", default="crnn", choices=("crnn",))
+    g.add_argument("--encoder_conf", type=yaml_dict, default={}, help="encoder options (YAML mapping)")
+    g.add_argument("--decoder", default="gru", choices=("gru",))
+    g.add_argument("--decoder_conf", type=yaml_dict, default={}, help="decoder options (YAML mapping)")
+    g.add_argument("--specaug", type=str2bool, default=False, help="SpecAugment during training")
+    g.add_argument("--specaug_conf", type=yaml_dict, default={}, help="SpecAugment options (YAML mapping)")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Run caption_train."""
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    for req in ("train_data_dir", "valid_data_dir", "output_dir", "token_list"):
+        if getattr(args, req) is None:
+            parser.error(f"--{req} is required")
+    from captionlib.train.xe import train_xe
+
+    kw = config_dict(args)
+    kw.pop("log_level")
+    train_xe(**kw, config=config_dict(args))
+
+
+if __name__ == "__main__":
+    main()

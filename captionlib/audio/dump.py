@@ -1,0 +1,111 @@
+"""Feature extraction over a ``wav.scp`` shard (the body of ``caption_dump_feats``)."""
+
+import logging
+import os
+import re
+import time
+from typing import Dict, Optional
+
+from captionlib.io.datadir import PathLike, read_scp, write_scp
+
+FEATS_TYPES = ("logmel",)
+
+
+def _sibling(out_prefix: str, name: str) -> str:
+    """``<dir>/<name>.<JOB>`` when ``out_prefix`` is ``<dir>/feats.<JOB>``, else ``<out_prefix>.<name>``."""
+    d, base = os.path.split(out_prefix)
+    m = re.fullmatch(r"feats\.(.+)", base)
+    return os.path.join(d, f"{name}.{m.group(1)}") if m else f"{out_prefix}.{name}"
+
+
+def dump_feats(
+    wav_scp: PathLike,
+    out_prefix: PathLike,
+    filetype: str = "ark",
+    feats_type: str = "logmel",
+    n_mels: int = 64,
+    n_fft: int = 2048,
+    win_length_s: float = 0.04,
+    hop_length_s: float = 0.02,
+    fs: Optional[int] = None,
+    write_num_frames: Optional[PathLike] = None,
+    log_interval: int = 100,
+    num_threads: int = 1,
+) -> Dict[str, int]:
+    """Extract features for every clip of ``wav_scp`` into one ark or h5 file.
+
+    Writes ``<out_prefix>.{ark|h5}`` and ``<out_prefix>.scp`` (absolute paths, via
+    :class:`captionlib.io.feats.FeatWriter`), ``utt2num_frames`` (``<clip-id> <frames>``)
+    and one-line ``feats_dim``/``feats_type`` files. For ``out_prefix=DIR/feats.JOB``
+    these are ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and ``DIR/feats_type.JOB``
+    (``dump_feats.sh`` merges them). Logs progress (clips done, clips/s) every
+    ``log_interval`` clips.
+
+    Args:
+        wav_scp: ``<clip-id> <audio path>`` lines (path may contain spaces).
+        out_prefix: output path without extension, e.g. ``dump/logmel/dev/feats.3``.
+        filetype: ``"ark"`` or ``"hdf5"``.
+        feats_type: ``"logmel"`` (see :class:`captionlib.audio.features.LogMel`).
+        n_mels: mel bands (feature dim).
+        n_fft: FFT size in samples.
+        win_length_s: Hann window length in seconds.
+        hop_length_s: frame shift in seconds.
+        fs: resample to this rate in Hz first (``None``: the file's own rate).
+        write_num_frames: path of the ``utt2num_frames`` output (default derived as above).
+        log_interval: clips between progress lines.
+        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays).
+
+    Returns:
+        ``{clip_id: frames}``.
+
+    Raises:
+        ValueError: unknown ``feats_type``/``filetype``, malformed ``wav_scp``, or a clip
+            whose audio is unreadable/empty (message names the wav.scp line, the
+            clip id and the audio path).
+        FileNotFoundError: a missing audio file (same naming).
+    """
+    from captionlib.audio.features import LogMel
+    from captionlib.audio.io import load_audio
+    from captionlib.io.feats import FeatWriter
+
+    if num_threads > 0:
+        import torch
+
+        torch.set_num_threads(num_threads)
+    if feats_type not in FEATS_TYPES:
+        raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
+    extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s)
+    wavs = read_scp(wav_scp)
+    prefix = os.path.abspath(os.fspath(out_prefix))
+    num_frames_path = os.fspath(write_num_frames) if write_num_frames else _sibling(prefix, "utt2num_frames")
+    total = len(wavs)
+    logging.info("extracting %s features of %d clips from %s to %s.*", feats_type, total, wav_scp, prefix)
+    t0 = time.time()
+    with FeatWriter(prefix, filetype) as writer:
+        for i, (key, path) in enumerate(wavs.items(), start=1):
+            try:
+                wave, rate = load_audio(path, fs=fs)
+                feats = extractor(wave, rate)
+            except (ValueError, FileNotFoundError) as e:
+                raise type(e)(f"{wav_scp}:{i}: clip {key}: {e}") from None
+            writer[key] = feats
+            if log_interval > 0 and (i % log_interval == 0 or i == total):
+                elapsed = time.time() - t0
+                logging.info(
+                    "processed %d/%d clips (%.1f clips/s, %.1f s elapsed)", i, total, i / max(elapsed, 1e-9), elapsed
+                )
+        num_frames = dict(writer.num_frames)
+        dim = writer.dim
+    write_scp(num_frames_path, num_frames)
+    if dim is not None:
+        write_scp_line(_sibling(prefix, "feats_dim"), str(dim))
+        write_scp_line(_sibling(prefix, "feats_type"), feats_type)
+    logging.info("wrote %d clips (dim %s) to %s", len(num_frames), dim, writer.scp_path)
+    return num_frames
+
+
+def write_scp_line(path: str, line: str) -> None:
+    """Write a one-line file atomically."""
+    from captionlib.io.datadir import write_lines_atomic
+
+    write_lines_atomic(path, [line])

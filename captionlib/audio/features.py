@@ -1,0 +1,137 @@
+"""Log-mel spectrogram features (the seed system's input, ``seeds/000`` section 3.2).
+
+64 mel bands from a 2048-point FFT of 40 ms Hann-windowed frames every 20 ms, at
+the file's own sample rate. The STFT is ``torch.stft`` (``center=True``, zero
+padding of ``n_fft // 2`` on both sides, as ``librosa`` >= 0.10 does by default),
+the power spectrum is projected with ``librosa.filters.mel`` (Slaney mel scale and
+area normalisation, librosa's defaults), and the natural log is taken after
+flooring the mel energies at ``floor`` (default ``1e-10``, i.e. -23.03; the same
+floor as ``librosa.power_to_db``'s ``amin``), so digital silence stays finite.
+
+Computation runs in float64 and the result is cast to float32.
+
+Reference: X. Xu, H. Dinkel, M. Wu, K. Yu, "A CRNN-GRU based reinforcement
+learning approach to audio captioning", DCASE 2020 workshop (seed 000).
+"""
+
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+
+class LogMel:
+    """Callable log-mel extractor; mel filter banks are cached per sample rate.
+
+    Args:
+        n_mels: number of mel bands (output dim).
+        n_fft: FFT size in samples; must be >= the window length in samples.
+        win_length_s: analysis window length in seconds (Hann window).
+        hop_length_s: frame shift in seconds.
+        fmin: lowest mel filter edge in Hz.
+        fmax: highest edge in Hz (``None``: Nyquist).
+        floor: mel energies are clamped to at least this before ``log``.
+
+    Example:
+        >>> feat = LogMel(n_mels=64)(wave, 44100)   # (frames, 64) float32
+    """
+
+    def __init__(
+        self,
+        n_mels: int = 64,
+        n_fft: int = 2048,
+        win_length_s: float = 0.04,
+        hop_length_s: float = 0.02,
+        fmin: float = 0.0,
+        fmax: Optional[float] = None,
+        floor: float = 1e-10,
+    ) -> None:
+        if n_mels <= 0 or n_fft <= 0 or win_length_s <= 0 or hop_length_s <= 0 or floor <= 0:
+            raise ValueError("n_mels, n_fft, win_length_s, hop_length_s and floor must be positive")
+        self.n_mels = n_mels
+        self.n_fft = n_fft
+        self.win_length_s = win_length_s
+        self.hop_length_s = hop_length_s
+        self.fmin = fmin
+        self.fmax = fmax
+        self.floor = floor
+        self._mel: Dict[int, np.ndarray] = {}
+
+    def frame_params(self, fs: int) -> Tuple[int, int]:
+        """``(win_length, hop_length)`` in samples at sample rate ``fs`` (rounded).
+
+        Raises:
+            ValueError: if the window is longer than ``n_fft`` or a length rounds to 0.
+        """
+        win = int(round(self.win_length_s * fs))
+        hop = int(round(self.hop_length_s * fs))
+        if win <= 0 or hop <= 0:
+            raise ValueError(f"window/hop of {self.win_length_s}/{self.hop_length_s} s is 0 samples at {fs} Hz")
+        if win > self.n_fft:
+            raise ValueError(
+                f"window of {win} samples ({self.win_length_s} s at {fs} Hz) exceeds n_fft={self.n_fft}; "
+                "raise n_fft or resample (fs option)"
+            )
+        return win, hop
+
+    def mel_filters(self, fs: int) -> np.ndarray:
+        """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` float64 from ``librosa.filters.mel``."""
+        if fs not in self._mel:
+            import librosa
+
+            self._mel[fs] = librosa.filters.mel(
+                sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin, fmax=self.fmax, dtype=np.float64
+            )
+        return self._mel[fs]
+
+    def num_frames(self, num_samples: int, fs: int) -> int:
+        """Frames produced for ``num_samples`` samples: ``1 + num_samples // hop``."""
+        return 1 + num_samples // self.frame_params(fs)[1]
+
+    def __call__(self, wave: np.ndarray, fs: int) -> np.ndarray:
+        """Compute log-mel features.
+
+        Args:
+            wave: mono signal, shape ``(samples,)``, any float/int dtype.
+            fs: its sample rate in Hz.
+
+        Returns:
+            float32 array ``(frames, n_mels)`` with ``frames = 1 + samples // hop``.
+
+        Raises:
+            ValueError: empty or non-1-D ``wave``, or window longer than ``n_fft``.
+        """
+        import torch
+
+        x = np.asarray(wave)
+        if x.ndim != 1:
+            raise ValueError(f"expected a mono wave of shape (samples,), got shape {x.shape}")
+        if x.size == 0:
+            raise ValueError("empty wave (0 samples)")
+        win, hop = self.frame_params(fs)
+        xt = torch.from_numpy(x.astype(np.float64, copy=False))
+        spec = torch.stft(
+            xt,
+            n_fft=self.n_fft,
+            hop_length=hop,
+            win_length=win,
+            window=torch.hann_window(win, periodic=True, dtype=torch.float64),
+            center=True,
+            pad_mode="constant",
+            return_complex=True,
+        )  # (n_fft // 2 + 1, frames)
+        power = spec.real**2 + spec.imag**2
+        mel = torch.from_numpy(self.mel_filters(fs)) @ power  # (n_mels, frames)
+        out = torch.clamp(mel, min=self.floor).log().T
+        return out.numpy().astype(np.float32)
+
+
+def logmel(
+    wave: np.ndarray,
+    fs: int,
+    n_mels: int = 64,
+    n_fft: int = 2048,
+    win_length_s: float = 0.04,
+    hop_length_s: float = 0.02,
+) -> np.ndarray:
+    """Functional form of :class:`LogMel`: ``(samples,)`` at ``fs`` Hz -> float32 ``(frames, n_mels)``."""
+    return LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s)(wave, fs)

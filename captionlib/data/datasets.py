@@ -1,0 +1,125 @@
+"""Datasets over a dump directory (``feats.scp`` + ``text`` + ``utt2spk`` + ``spk2utt``).
+
+Two views of one directory (clip = Kaldi speaker, caption = utterance):
+
+* :class:`CaptionDataset` iterates ``text`` (one item per caption): XE training.
+* :class:`AudioRefsDataset` iterates ``spk2utt`` (one item per clip, all references):
+  RL training, validation and scoring.
+"""
+
+import logging
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from captionlib.text.cleaner import clean_words
+from captionlib.text.tokenizer import Tokenizer
+
+
+def _read_dir(data_dir: Union[str, Path]):
+    from captionlib.io.datadir import read_spk2utt, read_text
+    from captionlib.io.feats import FeatReader
+
+    data_dir = Path(data_dir)
+    for name in ("feats.scp", "text", "spk2utt"):
+        if not (data_dir / name).is_file():
+            raise FileNotFoundError(f"{data_dir / name}: missing (run the feature dump stage first)")
+    feats = FeatReader(str(data_dir / "feats.scp"))
+    text = read_text(data_dir / "text")
+    spk2utt = read_spk2utt(data_dir / "spk2utt")
+    missing = [c for c in spk2utt if c not in feats]
+    if missing:
+        raise ValueError(f"{data_dir}/spk2utt: {len(missing)} clips have no features, e.g. {missing[0]}")
+    return feats, text, spk2utt
+
+
+def references(data_dir: Union[str, Path]) -> Dict[str, List[List[str]]]:
+    """All references of each clip, cleaned and split into words: ``{clip_id: [[w, ...], ...]}``."""
+    from captionlib.io.datadir import read_spk2utt, read_text
+
+    data_dir = Path(data_dir)
+    text = read_text(data_dir / "text")
+    return {c: [clean_words(text[u]) for u in utts] for c, utts in read_spk2utt(data_dir / "spk2utt").items()}
+
+
+class CaptionDataset(Dataset):
+    """One item per caption: ``(features (frames, n_mels) float32, token ids (length,) int64)``.
+
+    Args:
+        data_dir: dump directory with feats.scp, text, spk2utt.
+        tokenizer: maps raw captions to ids (cleaned inside).
+
+    Raises:
+        FileNotFoundError / ValueError: missing files or clips without features.
+    """
+
+    def __init__(self, data_dir: Union[str, Path], tokenizer: Tokenizer):
+        self.feats, text, spk2utt = _read_dir(data_dir)
+        self.items: List[Tuple[str, np.ndarray]] = []
+        for clip, utts in spk2utt.items():
+            for u in utts:
+                ids = tokenizer.text2ids(text[u])
+                if not ids:
+                    logging.warning("%s/text: caption %s is empty after cleaning; skipped", data_dir, u)
+                    continue
+                self.items.append((clip, np.asarray(ids, dtype=np.int64)))
+        logging.info("%s: %d captions of %d clips", data_dir, len(self.items), len(spk2utt))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
+        clip, ids = self.items[i]
+        return self.feats[clip], ids
+
+
+class AudioRefsDataset(Dataset):
+    """One item per clip: ``(clip_id, features (frames, n_mels) float32)``.
+
+    ``self.refs`` maps each clip to its cleaned references (lists of words), for rewards
+    and validation scores.
+    """
+
+    def __init__(self, data_dir: Union[str, Path]):
+        self.feats, text, spk2utt = _read_dir(data_dir)
+        self.clips = list(spk2utt)
+        self.refs = {c: [clean_words(text[u]) for u in utts] for c, utts in spk2utt.items()}
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    def __getitem__(self, i: int) -> Tuple[str, np.ndarray]:
+        clip = self.clips[i]
+        return clip, self.feats[clip]
+
+
+def pad_feats(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Zero-pad (frames, dim) arrays to (batch, max_frames, dim); also returns lengths (batch,)."""
+    lens = torch.tensor([a.shape[0] for a in arrays], dtype=torch.long)
+    out = torch.zeros(len(arrays), int(lens.max()), arrays[0].shape[1])
+    for i, a in enumerate(arrays):
+        out[i, : a.shape[0]] = torch.from_numpy(np.asarray(a, dtype=np.float32))
+    return out, lens
+
+
+def collate_captions(batch):
+    """Collate :class:`CaptionDataset` items to ``(feats, feat_lens, ys, ys_lens)``.
+
+    Shapes: feats (batch, frames, n_mels), feat_lens (batch,), ys (batch, length) 0-padded,
+    ys_lens (batch,).
+    """
+    feats, lens = pad_feats([b[0] for b in batch])
+    ys_lens = torch.tensor([len(b[1]) for b in batch], dtype=torch.long)
+    ys = torch.zeros(len(batch), int(ys_lens.max()), dtype=torch.long)
+    for i, b in enumerate(batch):
+        ys[i, : len(b[1])] = torch.from_numpy(b[1])
+    return feats, lens, ys, ys_lens
+
+
+def collate_clips(batch):
+    """Collate :class:`AudioRefsDataset` items to ``(clip_ids, feats, feat_lens)``."""
+    feats, lens = pad_feats([b[1] for b in batch])
+    return [b[0] for b in batch], feats, lens

@@ -1,0 +1,264 @@
+"""Read and write Kaldi-style data-directory files (``wav.scp``, ``text``, ``utt2spk`` ...).
+
+Every file is line oriented: a whitespace-free key, one or more whitespace
+characters, then the value. The value is the *rest of the line* after the first
+whitespace run (trailing whitespace stripped, as Kaldi does), so it may contain
+spaces: Clotho file names such as ``wind in tree  white birch 01.wav`` survive a
+round trip. Keys are written sorted in ``LC_ALL=C`` order, i.e. by their UTF-8
+bytes, so ``sort -c`` and ``utils/validate_data_dir.sh`` accept the files.
+
+In captionlib a *clip* plays the role of a Kaldi *speaker* and a *caption* the
+role of an *utterance* (see ``docs/CONVENTIONS.md`` section 3.4)::
+
+    wav.scp   <clip-id> <abs path>          text     <caption-id> <raw caption>
+    utt2spk   <caption-id> <clip-id>        spk2utt  <clip-id> <caption-id> ...
+    aud2name  <clip-id> <file name>         reco2dur <clip-id> <seconds>
+
+Limitation: because the value starts after the first whitespace *run*, a value
+that itself begins with whitespace cannot be represented (three Clotho file names
+start with a space; their ``aud2name`` entry loses it, the absolute path in
+``wav.scp`` keeps it).
+"""
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_SPLIT_RE = re.compile(r"(\S+)\s+(.*)")
+
+
+def sort_key_c(key: str) -> bytes:
+    """Sort key reproducing ``LC_ALL=C sort`` (byte order of the UTF-8 encoding)."""
+    return key.encode("utf-8")
+
+
+def _iter_lines(path: PathLike):
+    """Yield ``(line_number, line)`` with the newline removed; decoding errors name the file."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid UTF-8 ({e})") from None
+            yield lineno, line.rstrip("\r\n")
+
+
+def read_scp(path: PathLike, allow_empty_value: bool = False) -> Dict[str, str]:
+    """Read a two-column Kaldi file (``<key> <value...>``) into an insertion-ordered dict.
+
+    Args:
+        path: the file (``wav.scp``, ``feats.scp``, ``aud2name``, ``reco2dur`` ...).
+        allow_empty_value: accept a line holding only a key (value ``""``).
+
+    Returns:
+        ``{key: value}`` in file order; the value is everything after the first
+        whitespace run, with trailing whitespace removed.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: ``"<path>:<line>: ..."`` for an empty line, a line without a
+            value, a line starting with whitespace, invalid UTF-8 or a duplicate key.
+
+    Example:
+        >>> read_scp("data/validation/wav.scp")["clotho-validation-00001"]
+        '/abs/clotho/validation/Whistling.wav'
+    """
+    out: Dict[str, str] = {}
+    first_line: Dict[str, int] = {}
+    for lineno, line in _iter_lines(path):
+        stripped = line.rstrip()
+        if not stripped:
+            raise ValueError(f"{path}:{lineno}: empty line")
+        if stripped[0].isspace():
+            raise ValueError(f"{path}:{lineno}: line starts with whitespace: {line!r}")
+        m = _SPLIT_RE.fullmatch(stripped)
+        if m is None:
+            if not allow_empty_value:
+                raise ValueError(f"{path}:{lineno}: expected '<key> <value>', got {line!r}")
+            key, value = stripped, ""
+        else:
+            key, value = m.group(1), m.group(2)
+        if key in out:
+            raise ValueError(
+                f"{path}:{lineno}: duplicate key {key!r} (first seen on line {first_line[key]})"
+            )
+        out[key] = value
+        first_line[key] = lineno
+    return out
+
+
+def read_text(path: PathLike) -> Dict[str, str]:
+    """Read a Kaldi ``text`` file: ``{caption_id: raw caption}``.
+
+    Raises:
+        ValueError: as :func:`read_scp`; an empty caption is an error.
+    """
+    return read_scp(path)
+
+
+def read_utt2spk(path: PathLike) -> Dict[str, str]:
+    """Read ``utt2spk`` (``<caption-id> <clip-id>``).
+
+    Raises:
+        ValueError: as :func:`read_scp`, or ``"<path>:<line>: ..."`` if the value is
+            not a single token.
+    """
+    out = read_scp(path)
+    for lineno, (key, value) in enumerate(out.items(), start=1):
+        if len(value.split()) != 1:
+            raise ValueError(f"{path}:{lineno}: expected '<utt> <spk>', got {key} {value!r}")
+    return out
+
+
+def read_spk2utt(path: PathLike) -> Dict[str, List[str]]:
+    """Read ``spk2utt`` (``<clip-id> <caption-id-1> ... <caption-id-N>``).
+
+    Returns:
+        ``{clip_id: [caption_id, ...]}`` in file order.
+
+    Raises:
+        ValueError: as :func:`read_scp`, or if a caption id occurs twice.
+    """
+    out: Dict[str, List[str]] = {}
+    seen: Dict[str, str] = {}
+    for lineno, (key, value) in enumerate(read_scp(path).items(), start=1):
+        utts = value.split()
+        for u in utts:
+            if u in seen:
+                raise ValueError(f"{path}:{lineno}: utterance {u!r} already listed under {seen[u]!r}")
+            seen[u] = key
+        out[key] = utts
+    return out
+
+
+def _check_entry(path: PathLike, key: str, value: str) -> None:
+    if not key or any(c.isspace() for c in key):
+        raise ValueError(f"{path}: key {key!r} is empty or contains whitespace")
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"{path}: value of {key!r} contains a newline: {value!r}")
+
+
+def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:
+    """Write ``lines`` (each without newline) to ``path`` atomically.
+
+    The text goes to a temporary file in the same directory, which then replaces
+    ``path`` with :func:`os.replace`, so readers never see a half-written file.
+    """
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for line in lines:
+                f.write(line)
+                f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_scp(path: PathLike, mapping: Mapping[str, object]) -> None:
+    """Write ``<key> <value>`` lines sorted by key in ``LC_ALL=C`` order, atomically.
+
+    Args:
+        path: output file; parent directories are created.
+        mapping: ``{key: value}``; a list/tuple value is joined with single spaces
+            (``spk2utt``), anything else is converted with ``str``.
+
+    Raises:
+        ValueError: if a key is empty or contains whitespace, or a value contains a newline.
+    """
+    lines = []
+    for key in sorted(mapping, key=sort_key_c):
+        value = mapping[key]
+        if isinstance(value, (list, tuple)):
+            value = " ".join(str(v) for v in value)
+        else:
+            value = str(value)
+        _check_entry(path, key, value)
+        lines.append(f"{key} {value}" if value != "" else key)
+    write_lines_atomic(path, lines)
+
+
+def utt2spk_to_spk2utt(utt2spk: Mapping[str, str]) -> Dict[str, List[str]]:
+    """Invert ``utt2spk`` into ``spk2utt`` with utterances in ``LC_ALL=C`` order."""
+    out: Dict[str, List[str]] = {}
+    for utt in sorted(utt2spk, key=sort_key_c):
+        out.setdefault(utt2spk[utt], []).append(utt)
+    return out
+
+
+@dataclass
+class DataDir:
+    """In-memory view of a data directory; files that are absent are ``None``."""
+
+    path: str
+    wav_scp: Optional[Dict[str, str]] = None
+    text: Optional[Dict[str, str]] = None
+    utt2spk: Optional[Dict[str, str]] = None
+    spk2utt: Optional[Dict[str, List[str]]] = None
+    aud2name: Optional[Dict[str, str]] = None
+    reco2dur: Optional[Dict[str, float]] = None
+    feats_scp: Optional[Dict[str, str]] = None
+    utt2num_frames: Optional[Dict[str, int]] = None
+    extra: Dict[str, str] = field(default_factory=dict)
+
+
+def load_data_dir(path: PathLike) -> DataDir:
+    """Load every known file of a data (or dump) directory.
+
+    Args:
+        path: directory holding some of ``wav.scp text utt2spk spk2utt aud2name
+            reco2dur feats.scp utt2num_frames`` (plus one-line ``feats_dim``/``feats_type``,
+            returned in ``extra``).
+
+    Returns:
+        :class:`DataDir` with the parsed files.
+
+    Raises:
+        NotADirectoryError: if ``path`` is not a directory.
+        ValueError: any parse error (naming file and line), or a non-numeric
+            duration / frame count.
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(f"not a data directory: {path}")
+
+    def p(name: str) -> Optional[str]:
+        f = os.path.join(path, name)
+        return f if os.path.isfile(f) else None
+
+    def numeric(name: str, conv):
+        f = p(name)
+        if f is None:
+            return None
+        out = {}
+        for lineno, (k, v) in enumerate(read_scp(f).items(), start=1):
+            try:
+                out[k] = conv(v)
+            except ValueError:
+                raise ValueError(f"{f}:{lineno}: not a number: {v!r}") from None
+        return out
+
+    d = DataDir(path=path)
+    d.wav_scp = read_scp(p("wav.scp")) if p("wav.scp") else None
+    d.text = read_text(p("text")) if p("text") else None
+    d.utt2spk = read_utt2spk(p("utt2spk")) if p("utt2spk") else None
+    d.spk2utt = read_spk2utt(p("spk2utt")) if p("spk2utt") else None
+    d.aud2name = read_scp(p("aud2name")) if p("aud2name") else None
+    d.feats_scp = read_scp(p("feats.scp")) if p("feats.scp") else None
+    d.reco2dur = numeric("reco2dur", float)
+    d.utt2num_frames = numeric("utt2num_frames", int)
+    for name in ("feats_dim", "feats_type"):
+        f = p(name)
+        if f is not None:
+            with open(f, encoding="utf-8") as fh:
+                d.extra[name] = fh.read().strip()
+    return d

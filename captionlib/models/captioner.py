@@ -1,0 +1,164 @@
+"""The captioning model: global feature normalisation, optional SpecAugment, encoder, decoder.
+
+Checkpoints are self-describing: :func:`save_model_file` writes the model's state dict
+together with its construction arguments (``model_conf``) and token list, so decoding,
+averaging, RL and ensembles need no other file.
+"""
+
+import copy
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from captionlib.models.decoders import GRUDecoder
+from captionlib.models.encoders import CRNNEncoder
+
+ENCODERS = {"crnn": CRNNEncoder}
+DECODERS = {"gru": GRUDecoder}
+
+
+class Captioner(nn.Module):
+    """Encoder-decoder captioner (seed 000: CRNN encoder + GRU decoder).
+
+    Args:
+        vocab_size: number of tokens; ``eos_id = vocab_size - 1``, padding is 0.
+        n_mels: input feature dimension.
+        encoder: name in :data:`ENCODERS`; ``encoder_conf`` its keyword arguments.
+        decoder: name in :data:`DECODERS`; ``decoder_conf`` its keyword arguments.
+        specaug_conf: keyword arguments of :class:`captionlib.audio.specaug.SpecAugment`
+            (applied in training mode only), or ``None`` for no augmentation.
+
+    Buffers ``feats_mean``/``feats_std`` (n_mels,) hold the global mean/std of the
+    train features (seed 000 sec. 3.2); identity until :meth:`set_normalization`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        n_mels: int = 64,
+        encoder: str = "crnn",
+        encoder_conf: Optional[Dict[str, Any]] = None,
+        decoder: str = "gru",
+        decoder_conf: Optional[Dict[str, Any]] = None,
+        specaug_conf: Optional[Dict[str, Any]] = None,
+    ):
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; choose from {sorted(ENCODERS)}")
+        if decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {decoder!r}; choose from {sorted(DECODERS)}")
+        self.vocab_size = vocab_size
+        self.eos_id = vocab_size - 1
+        self.register_buffer("feats_mean", torch.zeros(n_mels))
+        self.register_buffer("feats_std", torch.ones(n_mels))
+        self.encoder = ENCODERS[encoder](n_mels=n_mels, **(encoder_conf or {}))
+        dec_conf = dict(decoder_conf or {})
+        dec_conf.setdefault("embed_size", self.encoder.output_size)
+        self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
+        self.specaug = None
+        if specaug_conf:
+            from captionlib.audio.specaug import SpecAugment
+
+            self.specaug = SpecAugment(**specaug_conf)
+
+    def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Set the global mean/std, each (n_mels,), from ``feats_stats.npz``."""
+        self.feats_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+        self.feats_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-5))
+
+    def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> torch.Tensor:
+        """Normalise (and augment in training) then encode.
+
+        Args:
+            feats: (batch, frames, n_mels) log-mel features.
+            feat_lens: (batch,) frames per clip.
+
+        Returns:
+            v: (batch, embed) audio embedding.
+        """
+        x = (feats - self.feats_mean) / self.feats_std
+        if self.specaug is not None and self.training:
+            x = self.specaug(x, feat_lens)
+        v, _ = self.encoder(x, feat_lens)
+        return v
+
+    def forward(self, feats: torch.Tensor, feat_lens: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits.
+
+        Args:
+            feats: (batch, frames, n_mels); feat_lens: (batch,).
+            ys: (batch, length) caption token ids, 0-padded, without eos.
+
+        Returns:
+            (batch, length + 1, vocab) logits; targets are ``ys`` followed by eos.
+        """
+        return self.decoder.forward_teacher(self.encode(feats, feat_lens), ys)
+
+    def first_step(self, v: torch.Tensor) -> Tuple[torch.Tensor, Any]:
+        """Step-wise decoding: log-probs (batch, vocab) of the first token and the state."""
+        return self.decoder.first_step(v)
+
+    def step(self, tokens: torch.Tensor, state: Any) -> Tuple[torch.Tensor, Any]:
+        """Step-wise decoding: feed tokens (batch,), get log-probs (batch, vocab) and state."""
+        return self.decoder.step(tokens, state)
+
+    def reorder_state(self, state: Any, index: torch.Tensor) -> Any:
+        """Reorder the decoder state along the batch by ``index`` (beam search)."""
+        return self.decoder.reorder_state(state, index)
+
+
+def xe_targets(ys: torch.Tensor, ys_lens: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Append eos to each caption: (batch, length) -> (batch, length + 1), 0-padded."""
+    tgt = torch.cat([ys, ys.new_zeros(ys.size(0), 1)], dim=1)
+    tgt[torch.arange(ys.size(0)), ys_lens] = eos_id
+    return tgt
+
+
+def xe_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Token-averaged cross-entropy (seed 000 eq. 2), ignoring padding (id 0).
+
+    Args:
+        logits: (batch, length, vocab); targets: (batch, length).
+    """
+    return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def build_model(model_conf: Dict[str, Any]) -> Captioner:
+    """Build a :class:`Captioner` from its ``model_conf`` (constructor keyword arguments)."""
+    return Captioner(**model_conf)
+
+
+def model_file_dict(model: Captioner, model_conf: Dict[str, Any], token_list: Sequence[str], **extra) -> dict:
+    """The self-describing content of a model file: weights, ``model_conf``, token list."""
+    return {
+        "model": copy.deepcopy(model.state_dict()),
+        "model_conf": model_conf,
+        "token_list": list(token_list),
+        **extra,
+    }
+
+
+def load_model_file(path: str, map_location: str = "cpu") -> Tuple[Captioner, dict]:
+    """Load a model file written by the trainers.
+
+    Returns:
+        (model in eval mode, the file's dict).
+
+    Raises:
+        ValueError: if the file lacks ``model``/``model_conf``/``token_list``.
+    """
+    obj = torch.load(path, map_location=map_location, weights_only=False)
+    missing = [k for k in ("model", "model_conf", "token_list") if k not in obj]
+    if missing:
+        raise ValueError(f"{path}: not a captionlib model file (missing {missing})")
+    model = build_model(obj["model_conf"])
+    model.load_state_dict(obj["model"])
+    model.eval()
+    return model, obj

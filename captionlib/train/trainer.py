@@ -1,0 +1,239 @@
+"""The epoch loop shared by XE and every RL objective.
+
+Per epoch: train steps (progress lines with rate and ETA every ``log_interval`` steps,
+TensorBoard scalars), validation, then checkpoints written atomically:
+
+* ``latest.pth``: everything needed to resume (model, optimizer, objective's own
+  modules, epoch, history, RNG states); a killed job re-run with the same command
+  continues after the last finished epoch, and a finished one returns at once;
+* ``<N>epoch.pth``: model file of epoch N (kept for the ``keep_nbest`` best epochs);
+* ``valid.<metric>.best.pth``: model file of the best epoch per validation metric;
+* ``history.json``: per-epoch train/valid statistics (read by checkpoint averaging).
+"""
+
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from captionlib.models.captioner import model_file_dict
+from captionlib.train.checkpoint import atomic_save, atomic_write_text
+
+Objective = Callable[[nn.Module, Any], Tuple[torch.Tensor, Dict[str, float]]]
+
+
+def set_seed(seed: int) -> None:
+    """Seed python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def get_device(ngpu: int) -> torch.device:
+    """``cuda`` when ``ngpu > 0`` (error if none is visible), else ``cpu``.
+
+    Raises:
+        RuntimeError: ngpu > 0 without a visible CUDA device.
+    """
+    if ngpu > 0:
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"--ngpu {ngpu} but no CUDA device is visible")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _fmt_time(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Trainer:
+    """Run epochs of ``objective`` with validation and resumable, atomic checkpoints.
+
+    Args:
+        model: the captioner (its state goes into model files).
+        optimizer: optimizer over the model's (and the objective's) parameters.
+        objective: ``objective(model, batch) -> (loss, stats)``; if it is an
+            ``nn.Module`` (critic, learned baseline), its state is saved for resume too.
+        train_loader: a fresh iterable of batches per epoch (re-seeded per epoch).
+        validate: ``validate(model) -> {metric: value}`` run in eval mode under no_grad.
+        output_dir: experiment directory.
+        max_epoch: number of epochs.
+        model_conf, token_list: stored in every model file (self-describing).
+        best_criteria: ``[(metric, "max"|"min"), ...]``; a model file per metric.
+        keep_nbest: epoch model files kept (by the first criterion).
+        num_iters_per_epoch: cap on steps per epoch (debug configs), or ``None``.
+        grad_clip: max gradient L2 norm (0 = off).
+        log_interval: steps between progress lines.
+        device: where batches go (the model/objective must already be there).
+        extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        objective: Objective,
+        train_loader: Callable[[int], Iterable],
+        validate: Callable[[nn.Module], Dict[str, float]],
+        output_dir: str,
+        max_epoch: int,
+        model_conf: Dict[str, Any],
+        token_list: Sequence[str],
+        best_criteria: Sequence[Tuple[str, str]] = (("cider_d", "max"),),
+        keep_nbest: int = 5,
+        num_iters_per_epoch: Optional[int] = None,
+        grad_clip: float = 0.0,
+        log_interval: int = 50,
+        device: torch.device = torch.device("cpu"),
+        extra_file_info: Optional[Dict[str, Any]] = None,
+    ):
+        self.model, self.optimizer, self.objective = model, optimizer, objective
+        self.train_loader, self.validate = train_loader, validate
+        self.output_dir = Path(output_dir)
+        self.max_epoch, self.model_conf, self.token_list = max_epoch, model_conf, list(token_list)
+        self.best_criteria, self.keep_nbest = list(best_criteria), keep_nbest
+        self.num_iters_per_epoch, self.grad_clip = num_iters_per_epoch, grad_clip
+        self.log_interval, self.device = log_interval, device
+        self.extra_file_info = extra_file_info or {}
+        self.history: List[Dict[str, float]] = []
+
+    # ---------------------------------------------------------------- state
+    def _resume(self) -> int:
+        path = self.output_dir / "latest.pth"
+        if not path.exists():
+            return 1
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if isinstance(self.objective, nn.Module) and "objective" in state:
+            self.objective.load_state_dict(state["objective"])
+        self.history = state["history"]
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        logging.info("resumed from %s (epoch %d finished)", path, state["epoch"])
+        return state["epoch"] + 1
+
+    def _model_file(self, epoch: int) -> dict:
+        return model_file_dict(
+            self.model, self.model_conf, self.token_list, epoch=epoch, **self.extra_file_info
+        )
+
+    def _save(self, epoch: int) -> None:
+        out = self.output_dir
+        model_file = self._model_file(epoch)
+        atomic_save(model_file, out / f"{epoch}epoch.pth")
+        for metric, mode in self.best_criteria:
+            vals = [h[f"valid_{metric}"] for h in self.history if f"valid_{metric}" in h]
+            if not vals:
+                continue
+            best = max(vals) if mode == "max" else min(vals)
+            if self.history[-1].get(f"valid_{metric}") == best:
+                atomic_save(model_file, out / f"valid.{metric}.best.pth")
+                logging.info("epoch %d is the best so far by valid %s (%.4f)", epoch, metric, best)
+        # keep the n best epoch files by the first criterion (and the last epoch)
+        metric, mode = self.best_criteria[0]
+        ranked = sorted(
+            (h for h in self.history if f"valid_{metric}" in h),
+            key=lambda h: h[f"valid_{metric}"],
+            reverse=(mode == "max"),
+        )
+        keep = {int(h["epoch"]) for h in ranked[: self.keep_nbest]} | {epoch}
+        for h in self.history:
+            e = int(h["epoch"])
+            f = out / f"{e}epoch.pth"
+            if e not in keep and f.exists():
+                f.unlink()
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": epoch,
+            "history": self.history,
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+        if isinstance(self.objective, nn.Module):
+            state["objective"] = self.objective.state_dict()
+        atomic_save(state, out / "latest.pth")
+        atomic_write_text(out / "history.json", json.dumps(self.history, indent=1) + "\n")
+
+    # ---------------------------------------------------------------- loop
+    def run(self) -> List[Dict[str, float]]:
+        """Train until ``max_epoch``; returns the per-epoch history.
+
+        Re-running a finished experiment returns at once; a killed one resumes after
+        its last finished epoch.
+        """
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        start = self._resume()
+        if start > self.max_epoch:
+            logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)
+            return self.history
+        writer = SummaryWriter(str(self.output_dir / "tensorboard"))
+        global_step = sum(int(h.get("steps", 0)) for h in self.history)
+        steps_per_epoch = None
+        for epoch in range(start, self.max_epoch + 1):
+            self.model.train()
+            if isinstance(self.objective, nn.Module):
+                self.objective.train()
+            sums: Dict[str, float] = {}
+            n, t0 = 0, time.time()
+            for batch in self.train_loader(epoch):
+                if self.num_iters_per_epoch and n >= self.num_iters_per_epoch:
+                    break
+                loss, stats = self.objective(self.model, batch)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"epoch {epoch} step {n + 1}: non-finite loss {loss.item()}")
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                params = [p for g in self.optimizer.param_groups for p in g["params"]]
+                if self.grad_clip > 0:
+                    stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
+                self.optimizer.step()
+                n += 1
+                global_step += 1
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                    writer.add_scalar(f"train/{k}", float(v), global_step)
+                if n % self.log_interval == 0 or n == steps_per_epoch:
+                    rate = n / max(time.time() - t0, 1e-9)
+                    total = steps_per_epoch or n
+                    left = (total - n) + total * (self.max_epoch - epoch)
+                    means = " ".join(f"{k}={v / n:.4g}" for k, v in sums.items())
+                    eta = _fmt_time(left / rate) if steps_per_epoch else "?"
+                    logging.info(
+                        "epoch %d/%d step %d/%s %s | %.2f steps/s, ETA %s",
+                        epoch, self.max_epoch, n, steps_per_epoch or "?", means, rate, eta,
+                    )
+            if n == 0:
+                raise RuntimeError(f"epoch {epoch}: the train loader yielded no batch")
+            steps_per_epoch = n
+            train_time = time.time() - t0
+            self.model.eval()
+            if isinstance(self.objective, nn.Module):
+                self.objective.eval()
+            with torch.no_grad():
+                valid = self.validate(self.model)
+            record = {"epoch": epoch, "steps": n, "train_time_s": round(train_time, 2)}
+            record.update({f"train_{k}": v / n for k, v in sums.items()})
+            record.update({f"valid_{k}": float(v) for k, v in valid.items()})
+            self.history.append(record)
+            for k, v in valid.items():
+                writer.add_scalar(f"valid/{k}", float(v), epoch)
+            logging.info(
+                "epoch %d done in %s: %s",
+                epoch, _fmt_time(train_time),
+                " ".join(f"{k}={v:.4g}" for k, v in record.items() if k.startswith(("train_", "valid_"))),
+            )
+            self._save(epoch)
+        writer.close()
+        return self.history
+

@@ -1,0 +1,151 @@
+"""Cross-entropy (teacher forcing) training, seed 000 sec. 3.4 ("XE training")."""
+
+import logging
+from typing import Any, Dict, Optional
+
+import torch
+
+from captionlib.data.datasets import AudioRefsDataset, CaptionDataset, collate_captions
+from captionlib.models.captioner import build_model, xe_loss, xe_targets
+from captionlib.text.tokenizer import load_tokenizer
+from captionlib.train.common import (
+    cider_d_validation,
+    epoch_loader,
+    feats_dim,
+    load_feats_stats,
+    log_model,
+    write_config,
+)
+from captionlib.train.trainer import Trainer, get_device, set_seed
+
+
+def xe_objective(model, batch):
+    """Teacher-forced cross-entropy of a ``collate_captions`` batch; returns (loss, stats)."""
+    feats, lens, ys, ys_lens = batch
+    dev = next(model.parameters()).device
+    feats, lens, ys, ys_lens = feats.to(dev), lens.to(dev), ys.to(dev), ys_lens.to(dev)
+    logits = model(feats, lens, ys)
+    targets = xe_targets(ys, ys_lens, model.eos_id)
+    loss = xe_loss(logits, targets)
+    with torch.no_grad():
+        mask = targets != 0
+        acc = ((logits.argmax(-1) == targets) & mask).sum().float() / mask.sum()
+    return loss, {"loss": loss.item(), "acc": acc.item()}
+
+
+def xe_validation(valid_captions: CaptionDataset, batch_size: int, cider_validate):
+    """Validation: teacher-forced loss/accuracy on every valid caption + greedy CIDEr-D."""
+    from torch.utils.data import DataLoader
+
+    def validate(model) -> Dict[str, float]:
+        tot = {"loss": 0.0, "acc": 0.0}
+        n = 0
+        loader = DataLoader(valid_captions, batch_size=batch_size, collate_fn=collate_captions)
+        for batch in loader:
+            _, stats = xe_objective(model, batch)
+            for k in tot:
+                tot[k] += stats[k] * len(batch[0])
+            n += len(batch[0])
+        out = {k: v / n for k, v in tot.items()}
+        out.update(cider_validate(model))
+        return out
+
+    return validate
+
+
+def train_xe(
+    train_data_dir: str,
+    valid_data_dir: str,
+    token_list: str,
+    output_dir: str,
+    feats_stats: Optional[str] = None,
+    encoder: str = "crnn",
+    encoder_conf: Optional[Dict[str, Any]] = None,
+    decoder: str = "gru",
+    decoder_conf: Optional[Dict[str, Any]] = None,
+    specaug: bool = False,
+    specaug_conf: Optional[Dict[str, Any]] = None,
+    batch_size: int = 32,
+    max_epoch: int = 25,
+    lr: float = 5e-4,
+    weight_decay: float = 0.0,
+    grad_clip: float = 0.0,
+    num_iters_per_epoch: Optional[int] = None,
+    keep_nbest: int = 5,
+    log_interval: int = 50,
+    max_len: int = 30,
+    num_workers: int = 0,
+    ngpu: int = 0,
+    seed: int = 0,
+    init_param: Optional[str] = None,
+    dry_run: bool = False,
+    config: Optional[Dict[str, Any]] = None,
+) -> None:
+    """Train a captioner with cross-entropy (Adam), validating every epoch.
+
+    Args:
+        train_data_dir, valid_data_dir: dump directories (feats.scp, text, spk2utt, feats_dim).
+        token_list: ``tokens.txt`` (``bpe.model`` beside it for BPE).
+        output_dir: experiment directory (config.yaml, checkpoints, tensorboard/).
+        feats_stats: ``feats_stats.npz`` of the train set (global mean/std), or ``None``.
+        encoder, encoder_conf, decoder, decoder_conf: model choice (defaults: seed 000).
+        specaug, specaug_conf: SpecAugment in training (seed 000 post-challenge: T=50, F=10).
+        batch_size: captions per batch; max_epoch: epochs; lr: Adam learning rate.
+        num_iters_per_epoch: cap on steps per epoch (debug), ``None`` = all.
+        init_param: model file to initialise the weights from (e.g. Word2Vec-initialised).
+        dry_run: build the model, log it, and return without training.
+        config: resolved options written to ``config.yaml``.
+
+    Best model files: ``valid.cider_d.best.pth`` (greedy CIDEr-D) and ``valid.loss.best.pth``.
+    """
+    set_seed(seed)
+    device = get_device(ngpu)
+    tokenizer = load_tokenizer(token_list)
+    model_conf = {
+        "vocab_size": tokenizer.vocab_size,
+        "n_mels": feats_dim(train_data_dir),
+        "encoder": encoder,
+        "encoder_conf": encoder_conf or {},
+        "decoder": decoder,
+        "decoder_conf": decoder_conf or {},
+        "specaug_conf": (specaug_conf or {}) if specaug else None,
+    }
+    model = build_model(model_conf)
+    if feats_stats:
+        stats = load_feats_stats(feats_stats)
+        model.set_normalization(stats["mean"], stats["std"])
+    if init_param:
+        obj = torch.load(init_param, map_location="cpu", weights_only=False)
+        model.load_state_dict(obj["model"] if "model" in obj else obj)
+        logging.info("initialised from %s", init_param)
+    model.to(device)
+    log_model(model)
+    if config is not None:
+        write_config(output_dir, config)
+    if dry_run:
+        return
+    train_set = CaptionDataset(train_data_dir, tokenizer)
+    valid_caps = CaptionDataset(valid_data_dir, tokenizer)
+    valid_clips = AudioRefsDataset(valid_data_dir)
+    validate = xe_validation(
+        valid_caps, batch_size, cider_d_validation(valid_clips, tokenizer, device, batch_size, max_len)
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    Trainer(
+        model,
+        optimizer,
+        xe_objective,
+        epoch_loader(train_set, collate_captions, batch_size, seed, num_workers),
+        validate,
+        output_dir,
+        max_epoch,
+        model_conf,
+        tokenizer.token_list,
+        best_criteria=[("cider_d", "max"), ("loss", "min")],
+        keep_nbest=keep_nbest,
+        num_iters_per_epoch=num_iters_per_epoch,
+        grad_clip=grad_clip,
+        log_interval=log_interval,
+        device=device,
+        extra_file_info={"bpe_proto": tokenizer.bpe_proto},
+    ).run()

@@ -1,0 +1,121 @@
+"""Shared command-line plumbing of the captionbin binaries.
+
+Every binary builds its parser with :func:`get_base_parser` (configargparse with a
+YAML ``--config``; command line beats config file beats defaults), parses strictly
+with :func:`parse_args` (a misspelled YAML key is an error, as in ESPnet2), and logs
+its command line first with :func:`setup_logging` + :func:`get_commandline_args`.
+"""
+
+import argparse
+import logging
+import shlex
+import sys
+from typing import Any, Dict, Optional, Sequence
+
+import configargparse
+import yaml
+
+LOG_FORMAT = "%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s"
+
+
+def str2bool(value: str) -> bool:
+    """Parse ``true/false/yes/no/1/0`` (case-insensitive) for argparse.
+
+    Raises:
+        argparse.ArgumentTypeError: for any other string.
+    """
+    v = str(value).strip().lower()
+    if v in ("true", "yes", "1", "y"):
+        return True
+    if v in ("false", "no", "0", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
+
+
+def int_or_none(value: str) -> Optional[int]:
+    """Parse an int, or ``none``/``null`` to ``None``."""
+    if str(value).strip().lower() in ("none", "null", ""):
+        return None
+    return int(value)
+
+
+def str_or_none(value: str) -> Optional[str]:
+    """Return ``None`` for ``none``/``null``/empty, else the string itself."""
+    if str(value).strip().lower() in ("none", "null", ""):
+        return None
+    return value
+
+
+def yaml_dict(value: Any) -> Dict[str, Any]:
+    """Parse a YAML/JSON mapping given on the command line (``--encoder_conf "{a: 1}"``).
+
+    Raises:
+        argparse.ArgumentTypeError: if the value is not a mapping.
+    """
+    if isinstance(value, dict):
+        return value
+    out = yaml.safe_load(value) if value else {}
+    if out is None:
+        return {}
+    if not isinstance(out, dict):
+        raise argparse.ArgumentTypeError(f"expected a mapping, got {value!r}")
+    return out
+
+
+def get_commandline_args() -> str:
+    """Return the current process's command line, shell-quoted, for the first log line."""
+    return " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv)
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """Configure the root logger with the project-wide format (ESPnet's)."""
+    logging.basicConfig(level=getattr(logging, str(level).upper()), format=LOG_FORMAT, force=True)
+
+
+def get_base_parser(description: str) -> configargparse.ArgumentParser:
+    """Create a parser with ``--config`` (YAML), ``--print_config`` and ``--log_level``.
+
+    Args:
+        description: shown by ``--help``.
+
+    Returns:
+        A ``configargparse.ArgumentParser`` whose YAML keys use underscores.
+    """
+    parser = configargparse.ArgumentParser(
+        description=description,
+        config_file_parser_class=configargparse.YAMLConfigFileParser,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--config", is_config_file=True, help="YAML config; the command line overrides it")
+    parser.add_argument(
+        "--print_config", action="store_true", help="print the resolved config as YAML and exit"
+    )
+    parser.add_argument(
+        "--log_level",
+        default="INFO",
+        choices=("ERROR", "WARNING", "INFO", "DEBUG"),
+        help="logging level",
+    )
+    return parser
+
+
+def parse_args(
+    parser: configargparse.ArgumentParser, cmd: Optional[Sequence[str]] = None
+) -> argparse.Namespace:
+    """Parse strictly (unknown keys in the YAML or on the command line are errors).
+
+    Handles ``--print_config``: prints the resolved options as YAML and exits 0.
+    Also sets up logging at ``--log_level`` and logs the command line.
+    """
+    args = parser.parse_args(cmd)
+    if args.print_config:
+        print(yaml.safe_dump(config_dict(args), sort_keys=False), end="")
+        sys.exit(0)
+    setup_logging(args.log_level)
+    logging.info(get_commandline_args())
+    return args
+
+
+def config_dict(args: argparse.Namespace) -> Dict[str, Any]:
+    """Resolved options as a plain dict (without ``config``/``print_config``), for config.yaml."""
+    return {k: v for k, v in vars(args).items() if k not in ("config", "print_config")}

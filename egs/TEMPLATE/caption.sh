@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+
+# The one staged captioning pipeline (ESPnet2 asr.sh order). Recipes call it from a thin run.sh:
+#   ./caption.sh --train_sets "development" --valid_set validation --test_sets "evaluation" ... "$@"
+# Orchestration only: every stage body calls one script or one captionbin binary.
+
+# Set bash to 'debug' mode, it will exit on:
+# -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
+set -e
+set -u
+set -o pipefail
+
+log() {
+    local fname=${BASH_SOURCE[1]##*/}
+    echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*"
+}
+min() {
+    local a b
+    a=$1
+    for b in "$@"; do
+        if [ "${b}" -le "${a}" ]; then
+            a="${b}"
+        fi
+    done
+    echo "${a}"
+}
+SECONDS=0
+
+# General configuration
+stage=1              # Processes starts from the specified stage.
+stop_stage=10000     # Processes is stopped at the specified stage.
+skip_data_prep=false # Skip data preparation stages (0-4).
+skip_train=false     # Skip training stages (5-7).
+skip_eval=false      # Skip decoding and evaluation stages (8-9).
+ngpu=                # The number of gpus ("0" uses cpu; empty: 1 if torch sees a GPU, else 0).
+nj=4                 # The number of parallel jobs (feature dump).
+inference_nj=4       # The number of parallel jobs in decoding.
+python=python3       # Python command; binaries run as "${python} -m captionbin.<name>".
+dumpdir=dump         # Directory to dump features.
+expdir=exp           # Directory to save experiments.
+
+# Data preparation related
+local_data_opts= # The options given to local/download.sh and local/data.sh.
+
+# Feature extraction related
+feats_type=logmel # Feature type (names dump/<feats_type>/).
+feats_config=     # Feature config (e.g. conf/feats_logmel.yaml).
+feats_filetype=ark # Feature file type: ark or hdf5.
+
+# Tokenization related
+token_type=word # Tokenization type: word or bpe.
+min_count=1     # Minimum count of a word in the train captions to enter the vocabulary.
+nbpe=1000       # The number of BPE units (token_type=bpe).
+
+# XE training related
+xe_tag=     # Suffix of the XE experiment directory (empty: derived from config and args).
+xe_config=  # Config for XE training (e.g. conf/train_xe.yaml).
+xe_args=    # Extra arguments for caption_train, e.g. "--max_epoch 3".
+
+# RL fine-tuning related
+rl_algo=scst # RL algorithm(s), space-separated (e.g. "scst"); empty: no RL stage.
+rl_config=   # Config for RL training (empty: conf/train_<algo>.yaml).
+rl_args=     # Extra arguments for caption_rl_train.
+
+# Checkpoint averaging related
+nbest_average=0 # Average the N best checkpoints by valid CIDEr-D (stage 7 runs only when > 0).
+
+# Decoding related
+decode_tag=    # Suffix of the decode directory (empty: derived from config, args and model).
+decode_config= # Config for decoding (e.g. conf/decode.yaml).
+decode_args=   # Extra arguments for caption_decode, e.g. "--beam_size 3".
+inference_model=valid.cider_d.best.pth # Model file (in the model dir) used for decoding.
+
+# Scoring related
+metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
+spice_lib_dir= # Directory with the Stanford CoreNLP jars SPICE needs (empty: caption_score's default).
+
+# [Task dependent] Set the datadir name created by local/data.sh
+train_sets=  # Training split(s), space-separated; several are combined into data/train_<a>_<b>.
+valid_set=   # Validation set.
+test_sets=   # Test sets, space-separated.
+
+help_message=$(cat << EOF
+Usage: $0 --train_sets "<train_split(s)>" --valid_set "<valid_set>" --test_sets "<test_sets>"
+
+Stages:
+    0: download (local/download.sh, only if the recipe has it)   1: data prep (local/data.sh)
+    2: feature dump   3: token list   4: statistics (CMVN, CIDEr-D df)   5: XE training
+    6: RL fine-tuning   7: checkpoint averaging   8: decoding   9: scoring, RESULTS.md
+
+Options:
+    # General configuration
+    --stage          # Processes starts from the specified stage (default="${stage}").
+    --stop_stage     # Processes is stopped at the specified stage (default="${stop_stage}").
+    --skip_data_prep # Skip data preparation stages 0-4 (default="${skip_data_prep}").
+    --skip_train     # Skip training stages 5-7 (default="${skip_train}").
+    --skip_eval      # Skip decoding and evaluation stages 8-9 (default="${skip_eval}").
+    --ngpu           # The number of gpus; empty: autodetect 0/1 (default="${ngpu}").
+    --nj             # The number of parallel jobs (default="${nj}").
+    --inference_nj   # The number of parallel jobs in decoding (default="${inference_nj}").
+    --python         # Python command (default="${python}").
+    --dumpdir        # Directory to dump features (default="${dumpdir}").
+    --expdir         # Directory to save experiments (default="${expdir}").
+
+    # Data preparation related
+    --local_data_opts # The options given to local/download.sh and local/data.sh (default="${local_data_opts}").
+
+    # Feature extraction related
+    --feats_type     # Feature type (default="${feats_type}").
+    --feats_config   # Feature config, required (default="${feats_config}").
+    --feats_filetype # Feature file type: ark or hdf5 (default="${feats_filetype}").
+
+    # Tokenization related
+    --token_type # Tokenization type: word or bpe (default="${token_type}").
+    --min_count  # Minimum word count for the vocabulary (default="${min_count}").
+    --nbpe       # The number of BPE units (default="${nbpe}").
+
+    # XE training related
+    --xe_tag    # Suffix of the XE experiment directory (default="${xe_tag}").
+    --xe_config # Config for XE training, required (default="${xe_config}").
+    --xe_args   # Extra arguments for caption_train (default="${xe_args}").
+
+    # RL fine-tuning related
+    --rl_algo   # RL algorithm(s), space-separated (default="${rl_algo}").
+    --rl_config # Config for RL training; empty: conf/train_<algo>.yaml (default="${rl_config}").
+    --rl_args   # Extra arguments for caption_rl_train (default="${rl_args}").
+
+    # Checkpoint averaging related
+    --nbest_average # Average the N best checkpoints; 0 skips stage 7 (default="${nbest_average}").
+
+    # Decoding related
+    --decode_tag      # Suffix of the decode directory (default="${decode_tag}").
+    --decode_config   # Config for decoding, required (default="${decode_config}").
+    --decode_args     # Extra arguments for caption_decode (default="${decode_args}").
+    --inference_model # Model file used for decoding (default="${inference_model}").
+
+    # Scoring related
+    --metrics       # Metrics given to caption_score (default="${metrics}").
+    --spice_lib_dir # Stanford CoreNLP jars for SPICE (default="${spice_lib_dir}").
+
+    # [Task dependent] Set the datadir name created by local/data.sh
+    --train_sets # Training split(s), space-separated, required (default="${train_sets}").
+    --valid_set  # Validation set, required (default="${valid_set}").
+    --test_sets  # Test sets, space-separated, required (default="${test_sets}").
+EOF
+)
+
+log "$0 $*"
+# Save command line args for logging (they will be lost after utils/parse_options.sh)
+run_args=$(printf '%q ' "$0" "$@")
+. utils/parse_options.sh
+
+if [ $# -ne 0 ]; then
+    log "${help_message}"
+    log "Error: No positional arguments are required."
+    exit 2
+fi
+
+. ./path.sh
+. ./cmd.sh
+
+# Check required arguments
+for _opt in train_sets valid_set test_sets feats_config xe_config decode_config; do
+    if [ -z "${!_opt}" ]; then
+        log "${help_message}"
+        log "Error: --${_opt} is required"
+        exit 2
+    fi
+done
+case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
+case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
+
+if [ -z "${ngpu}" ]; then
+    # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
+    ngpu=$(python3 -c 'import torch; print(1 if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
+fi
+
+# Derived names (deterministic: from config names and overrides, never timestamps)
+sanitize() { echo "$1" | sed -e 's/--/_/g' -e 's/[^A-Za-z0-9_.,+-]//g'; }
+read -r -a _train_sets <<< "${train_sets}"
+if [ ${#_train_sets[@]} -gt 1 ]; then
+    train_set=train_$(IFS=_; echo "${_train_sets[*]}")
+else
+    train_set=${_train_sets[0]}
+fi
+# Every set that needs features, each once
+all_sets=$(echo "${train_set} ${valid_set} ${test_sets}" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd ' ' -)
+if [ "${token_type}" = bpe ]; then token_tag=bpe${nbpe}; else token_tag=word; fi
+token_list=data/token_list/${token_tag}/tokens.txt
+stats_dir=${expdir}/stats_${feats_type}
+feats_stats=${stats_dir}/feats_stats.npz
+cider_df=${stats_dir}/cider_df.pkl
+if [ -z "${xe_tag}" ]; then
+    xe_tag=xe_$(basename "${xe_config}" .yaml)_${feats_type}_${token_tag}$(sanitize "${xe_args}")
+fi
+xe_exp=${expdir}/${xe_tag}
+rl_config_of() { if [ -n "${rl_config}" ]; then echo "${rl_config}"; else echo "conf/train_$1.yaml"; fi; }
+rl_tag_of() { echo "$1_$(basename "$(rl_config_of "$1")" .yaml)$(sanitize "${rl_args}")"; }
+model_dirs=${xe_exp}
+for _algo in ${rl_algo}; do
+    model_dirs+=" ${xe_exp}/$(rl_tag_of "${_algo}")"
+done
+if [ -z "${decode_tag}" ]; then
+    decode_tag=$(basename "${decode_config}" .yaml)$(sanitize "${decode_args}")_model_${inference_model%.pth}
+fi
+
+# Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
+write_run_sh() {
+    local dir=$1 back
+    shift
+    if [[ "${dir}" = /* ]]; then back=${PWD}; else back="\$(dirname \"\$0\")/$(echo "${dir}" | sed -e 's:[^/][^/]*:..:g')"; fi
+    mkdir -p "${dir}"
+    {
+        echo '#!/usr/bin/env bash'
+        echo "# Generated by caption.sh: re-runs this experiment; extra options are appended."
+        echo "cd \"${back}\" || exit 1"
+        echo "${run_args}$* \"\$@\"; exit \$?"
+    } > "${dir}/run.sh"
+    chmod +x "${dir}/run.sh"
+}
+
+# ========================== Main stages start from here. ==========================
+
+if ! "${skip_data_prep}"; then
+    if [ ${stage} -le 0 ] && [ ${stop_stage} -ge 0 ]; then
+        log "Stage 0: Download the corpus (if the recipe has local/download.sh)"
+        if [ -x local/download.sh ]; then
+            # shellcheck disable=SC2086
+            local/download.sh ${local_data_opts}
+        else
+            log "No local/download.sh in this recipe: nothing to download"
+        fi
+    fi
+
+    if [ ${stage} -le 1 ] && [ ${stop_stage} -ge 1 ]; then
+        log "Stage 1: Data preparation: data/{${all_sets// /,}}"
+        # shellcheck disable=SC2086
+        local/data.sh ${local_data_opts}
+        if [ ${#_train_sets[@]} -gt 1 ]; then
+            utils/combine_data.sh --extra_files aud2name "data/${train_set}" "${_train_sets[@]/#/data/}"
+        fi
+        for dset in ${all_sets}; do
+            utils/validate_data_dir.sh --no-feats "data/${dset}"
+        done
+    fi
+
+    if [ ${stage} -le 2 ] && [ ${stop_stage} -ge 2 ]; then
+        log "Stage 2: Feature extraction (${feats_type}, ${feats_filetype}): data/* -> ${dumpdir}/${feats_type}/*"
+        for dset in ${all_sets}; do
+            _nj=$(min "${nj}" "$(wc -l < "data/${dset}/wav.scp")")
+            scripts/dump_feats.sh --cmd "${train_cmd}" --nj "${_nj}" --filetype "${feats_filetype}" \
+                --feats_config "${feats_config}" --python "${python}" \
+                "data/${dset}" "${dumpdir}/${feats_type}/${dset}"
+        done
+    fi
+
+    if [ ${stage} -le 3 ] && [ ${stop_stage} -ge 3 ]; then
+        log "Stage 3: Token list (${token_tag}) from data/${train_set}/text: ${token_list}"
+        ${python} -m captionbin.caption_tokenize --text "data/${train_set}/text" --token_type "${token_type}" \
+            --min_count "${min_count}" --nbpe "${nbpe}" --output_dir "$(dirname "${token_list}")"
+    fi
+
+    if [ ${stage} -le 4 ] && [ ${stop_stage} -ge 4 ]; then
+        log "Stage 4: Statistics of ${train_set}: ${feats_stats}, ${cider_df}"
+        mkdir -p "${stats_dir}/logs"
+        ${train_cmd} "${stats_dir}/logs/compute_stats.log" ${python} -m captionbin.caption_compute_stats \
+            --feats_scp "${dumpdir}/${feats_type}/${train_set}/feats.scp" --output "${feats_stats}"
+        ${train_cmd} "${stats_dir}/logs/compute_cider_df.log" ${python} -m captionbin.caption_compute_cider_df \
+            --text "data/${train_set}/text" --output "${cider_df}"
+    fi
+else
+    log "Skip the data preparation stages"
+fi
+
+if ! "${skip_train}"; then
+    if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
+        log "Stage 5: XE training: ${xe_exp} (log: ${xe_exp}/train.log)"
+        write_run_sh "${xe_exp}" --stage 5
+        # shellcheck disable=SC2086
+        ${cuda_cmd} --gpu "${ngpu}" "${xe_exp}/train.log" \
+            ${python} -m captionbin.caption_train --config "${xe_config}" \
+                --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
+                --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                --token_list "${token_list}" --feats_stats "${feats_stats}" \
+                --output_dir "${xe_exp}" --ngpu "${ngpu}" ${xe_args}
+    fi
+
+    if [ ${stage} -le 6 ] && [ ${stop_stage} -ge 6 ]; then
+        for algo in ${rl_algo}; do
+            _cfg=$(rl_config_of "${algo}")
+            _rl_exp=${xe_exp}/$(rl_tag_of "${algo}")
+            log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from ${xe_exp}: ${_rl_exp} (log: ${_rl_exp}/train.log)"
+            [ -f "${_cfg}" ] || { log "Error: RL config ${_cfg} not found (give --rl_config)"; exit 1; }
+            write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
+            # shellcheck disable=SC2086
+            ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
+                ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
+                    --init_param "${xe_exp}/valid.cider_d.best.pth" \
+                    --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
+                    --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                    --token_list "${token_list}" --cider_df "${cider_df}" \
+                    --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args}
+        done
+    fi
+
+    if [ ${stage} -le 7 ] && [ ${stop_stage} -ge 7 ] && [ "${nbest_average}" -gt 0 ]; then
+        for _dir in ${model_dirs}; do
+            log "Stage 7: Average the ${nbest_average} best checkpoints of ${_dir} by valid CIDEr-D"
+            ${python} -m captionbin.caption_average_checkpoints --exp_dir "${_dir}" --metric cider_d \
+                --nbest "${nbest_average}" --output "${_dir}/valid.cider_d.ave_${nbest_average}best.pth"
+        done
+    fi
+else
+    log "Skip the training stages"
+fi
+
+if ! "${skip_eval}"; then
+    if [ ${stage} -le 8 ] && [ ${stop_stage} -ge 8 ]; then
+        for _dir in ${model_dirs}; do
+            for dset in ${test_sets}; do
+                log "Stage 8: Decoding ${dset} with ${_dir}/${inference_model}: ${_dir}/decode_${decode_tag}/${dset}"
+                scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
+                    --decode_config "${decode_config}" --decode_args "${decode_args}" \
+                    "${_dir}/${inference_model}" "${dumpdir}/${feats_type}/${dset}" "${_dir}/decode_${decode_tag}/${dset}"
+            done
+        done
+    fi
+
+    if [ ${stage} -le 9 ] && [ ${stop_stage} -ge 9 ]; then
+        for _dir in ${model_dirs}; do
+            for dset in ${test_sets}; do
+                _ddir=${_dir}/decode_${decode_tag}/${dset}
+                log "Stage 9: Scoring ${_ddir} (${metrics})"
+                scripts/score.sh --cmd "${train_cmd}" --python "${python}" --metrics "${metrics}" \
+                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}"
+            done
+        done
+        ${python} -m captionbin.caption_results --exp_dir "${expdir}" --output RESULTS.md
+        cat RESULTS.md
+    fi
+else
+    log "Skip the evaluation stages"
+fi
+
+log "Successfully finished. [elapsed=${SECONDS}s]"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+
+# Decode one feature dir with one model in parallel jobs and merge the hypotheses.
+# Shards <feats_dir>/feats.scp with utils/split_scp.pl into <decode_dir>/log/keys.JOB.scp, runs
+# captionbin.caption_decode under "${cmd} JOB=1:N", and merges output.*/text into <decode_dir>/text.
+# A .done marker newer than the model file makes re-running a finished decode a no-op.
+set -euo pipefail
+
+log() {
+    local fname=${BASH_SOURCE[1]##*/}
+    echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*"
+}
+SECONDS=0
+
+cmd=utils/run.pl  # Job wrapper ("run.pl", "slurm.pl --config conf/slurm.conf", ...).
+nj=4              # The maximum number of parallel jobs (capped by the number of clips).
+python=python3    # Python command.
+decode_config=    # Config for caption_decode (required).
+decode_args=      # Extra arguments for caption_decode.
+
+help_message=$(cat << EOF
+Usage: $0 [options] <model-file> <feats-dir> <decode-dir>
+e.g.
+  $0 --nj 4 --decode_config conf/decode.yaml exp/xe_x/valid.cider_d.best.pth dump/logmel/evaluation exp/xe_x/decode_decode_model_valid.cider_d.best/evaluation
+
+Options:
+  --cmd           # Job wrapper (default="${cmd}").
+  --nj            # The maximum number of parallel jobs (default="${nj}").
+  --python        # Python command (default="${python}").
+  --decode_config # Config for caption_decode (required).
+  --decode_args   # Extra arguments for caption_decode (default="${decode_args}").
+EOF
+)
+
+log "$0 $*"
+. utils/parse_options.sh
+
+if [ $# -ne 3 ]; then
+    log "${help_message}"
+    log "Error: 3 positional arguments are required."
+    exit 2
+fi
+model_file=$1
+feats_dir=$2
+dir=$3
+logdir=${dir}/log
+
+[ -n "${decode_config}" ] || { log "Error: --decode_config is required"; exit 2; }
+for f in "${model_file}" "${feats_dir}/feats.scp"; do
+    [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
+done
+if [ -f "${dir}/.done" ] && [ "${dir}/.done" -nt "${model_file}" ]; then
+    log "${dir} is already decoded (remove ${dir}/.done to redo)"
+    exit 0
+fi
+
+_num=$(wc -l < "${feats_dir}/feats.scp")
+_nj=$((nj < _num ? nj : _num))
+mkdir -p "${logdir}"
+rm -rf "${dir}"/output.* "${dir}/text" "${dir}/.done"
+split_scps=()
+for n in $(seq "${_nj}"); do
+    split_scps+=("${logdir}/keys.${n}.scp")
+done
+utils/split_scp.pl "${feats_dir}/feats.scp" "${split_scps[@]}"
+
+# shellcheck disable=SC2086
+${cmd} JOB=1:"${_nj}" "${logdir}/decode.JOB.log" \
+    ${python} -m captionbin.caption_decode --config "${decode_config}" --model_file "${model_file}" \
+        --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu 0 ${decode_args}
+
+for n in $(seq "${_nj}"); do
+    cat "${dir}/output.${n}/text"
+done | LC_ALL=C sort -k1,1 > "${dir}/text"
+
+_hyp=$(wc -l < "${dir}/text")
+if [ "${_hyp}" -ne "${_num}" ]; then
+    log "Error: ${dir}/text has ${_hyp} lines but ${feats_dir}/feats.scp has ${_num} clips"
+    exit 1
+fi
+touch "${dir}/.done"
+log "Successfully finished. [elapsed=${SECONDS}s]"

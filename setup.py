@@ -1,0 +1,35 @@
+"""Install captionlib (the library) and captionbin (its command-line binaries)."""
+
+from setuptools import find_packages, setup
+
+install_requires = [
+    # torch is not pinned exactly: users bring the build that matches their CUDA.
+    "torch>=2.1",
+    "numpy",
+    "kaldiio>=2.18",
+    "h5py",
+    "sentencepiece",
+    "configargparse>=1.5",
+    "pyyaml",
+    "soundfile",
+    "soxr",
+    "librosa>=0.10",
+    "tqdm",
+    "tensorboard",
+    "pycocoevalcap",
+]
+extras_require = {
+    "test": ["pytest"],
+    "w2v": ["gensim>=4"],
+}
+extras_require["all"] = sorted({p for v in extras_require.values() for p in v})
+
+setup(
+    name="captionlib",
+    version="0.1.0",
+    description="Kaldi/ESPnet-style recipes for captioning with reinforcement learning",
+    packages=find_packages(include=["captionlib", "captionlib.*", "captionbin", "captionbin.*"]),
+    python_requires=">=3.9",
+    install_requires=install_requires,
+    extras_require=extras_require,
+)

@@ -1,0 +1,69 @@
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from captionlib.models.captioner import Captioner, count_parameters, xe_loss, xe_targets
+from captionlib.models.encoders import CRNNEncoder
+from captionlib.text.cleaner import clean_words
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def test_crnn_parameter_count_matches_seed_000():
+    # seed 000 sec. 2.1: "The encoder has 679k parameters"
+    assert count_parameters(CRNNEncoder(64)) == 679042
+
+
+def test_whole_model_about_5m_with_clotho_vocabulary():
+    path = SHARED / "clotho_captions_v2.1" / "clotho_captions_development.csv"
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    vocab = {w for r in rows for k in range(1, 6) for w in clean_words(r[f"caption_{k}"])}
+    model = Captioner(len(vocab) + 3)
+    total = count_parameters(model)
+    assert 4.5e6 < total < 5.6e6, total
+
+
+def test_crnn_subsamples_time_by_4_and_pools_to_256():
+    enc = CRNNEncoder(64).eval()
+    v, frames = enc(torch.randn(2, 101, 64), torch.tensor([101, 40]))
+    assert v.shape == (2, 256)
+    assert frames.shape == (2, 25, 256)
+
+
+def test_padding_does_not_change_the_embedding():
+    torch.manual_seed(0)
+    enc = CRNNEncoder(64).eval()
+    x = torch.randn(1, 80, 64)
+    v1, _ = enc(x, torch.tensor([80]))
+    padded = torch.cat([x, torch.randn(1, 40, 64)], dim=1)
+    v2, _ = enc(padded, torch.tensor([80]))
+    # the conv receptive field sees a few padded frames at the edge; the GRU is causal in
+    # the forward direction only, so allow a small difference but far below the signal
+    assert torch.allclose(v1, v2, atol=0.05)
+
+
+def test_rejects_mel_count_not_divisible_by_64():
+    with pytest.raises(ValueError, match="divisible by 64"):
+        CRNNEncoder(40)
+
+
+def test_xe_targets_append_eos_and_loss_ignores_padding():
+    ys = torch.tensor([[5, 6, 7], [8, 0, 0]])
+    tgt = xe_targets(ys, torch.tensor([3, 1]), eos_id=9)
+    assert tgt.tolist() == [[5, 6, 7, 9], [8, 9, 0, 0]]
+    model = Captioner(10, decoder_conf={"hidden_size": 16})
+    logits = model(torch.randn(2, 40, 64), torch.tensor([40, 30]), ys)
+    assert logits.shape == (2, 4, 10)
+    assert torch.isinf(logits[..., 0]).all() and (logits[..., 0] < 0).all()  # padding never emitted
+    loss = xe_loss(logits, tgt)
+    assert torch.isfinite(loss)
+
+
+def test_normalization_buffers_are_saved():
+    model = Captioner(10)
+    model.set_normalization(torch.arange(64.0).numpy(), torch.full((64,), 2.0).numpy())
+    sd = model.state_dict()
+    assert sd["feats_mean"][3] == 3.0 and sd["feats_std"][0] == 2.0

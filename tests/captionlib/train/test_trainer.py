@@ -1,0 +1,76 @@
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from captionlib.models.captioner import Captioner, load_model_file
+from captionlib.train.average import average_checkpoints
+from captionlib.train.trainer import Trainer
+
+CONF = {"vocab_size": 12, "decoder_conf": {"hidden_size": 8}}
+
+
+def _batches(epoch):
+    g = torch.Generator().manual_seed(epoch)
+    for _ in range(3):
+        yield torch.randn(2, 24, 64, generator=g), torch.tensor([24, 20]), torch.randint(2, 11, (2, 4), generator=g)
+
+
+class Objective(nn.Module):
+    def __init__(self, fail_at=None):
+        super().__init__()
+        self.calls, self.fail_at = 0, fail_at
+
+    def forward(self, model, batch):
+        self.calls += 1
+        if self.fail_at is not None and self.calls == self.fail_at:
+            raise KeyboardInterrupt("killed")
+        feats, lens, ys = batch
+        logits = model(feats, lens, ys)
+        loss = nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ys.flatten())
+        return loss, {"loss": loss.item()}
+
+
+def _trainer(tmp_path, max_epoch, objective, model=None):
+    torch.manual_seed(0)
+    model = model or Captioner(**CONF)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scores = iter([0.1, 0.3, 0.2, 0.25, 0.05])
+    return Trainer(
+        model, opt, objective, _batches, lambda m: {"cider_d": next(scores)}, str(tmp_path), max_epoch,
+        CONF, [str(i) for i in range(12)], keep_nbest=2, log_interval=1,
+    )
+
+
+def test_resume_after_kill_continues_from_last_epoch(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(tmp_path, 3, Objective(fail_at=5)).run()  # killed during epoch 2
+    assert json.loads((tmp_path / "history.json").read_text())[-1]["epoch"] == 1
+    assert not list(tmp_path.glob("*.tmp"))
+    obj = Objective()
+    t = _trainer(tmp_path, 3, obj)
+    hist = t.run()
+    assert [h["epoch"] for h in hist] == [1, 2, 3]
+    assert obj.calls == 6  # epochs 2 and 3 only
+    # a finished run does nothing
+    obj2 = Objective()
+    _trainer(tmp_path, 3, obj2).run()
+    assert obj2.calls == 0
+
+
+def test_best_and_nbest_files(tmp_path):
+    _trainer(tmp_path, 4, Objective()).run()  # valid cider_d: 0.1 0.3 0.2 0.25
+    best = torch.load(tmp_path / "valid.cider_d.best.pth", weights_only=False)
+    assert best["epoch"] == 2
+    kept = sorted(p.name for p in tmp_path.glob("*epoch.pth"))
+    assert kept == ["2epoch.pth", "4epoch.pth"]  # 2 best (2, 4) + the last (4)
+    model, obj = load_model_file(str(tmp_path / "valid.cider_d.best.pth"))
+    assert obj["model_conf"] == CONF and not model.training
+    avg = average_checkpoints(str(tmp_path), str(tmp_path / "ave.pth"), nbest=2)
+    a = torch.load(avg, weights_only=False)
+    assert a["averaged_epochs"] == [2, 4]
+    e2 = torch.load(tmp_path / "2epoch.pth", weights_only=False)["model"]
+    e4 = torch.load(tmp_path / "4epoch.pth", weights_only=False)["model"]
+    k = "decoder.output.weight"
+    assert torch.allclose(a["model"][k], (e2[k] + e4[k]) / 2)
