@@ -16,18 +16,24 @@ from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, parse_args
 
+REQUIRED = ('feats_scp', 'output')
+
 
 def get_parser():
     """Build the argument parser."""
     parser = get_base_parser("Global mean/std of features for normalisation")
-    parser.add_argument("--feats_scp", required=True, help="feature scp (ark or h5 lines)")
-    parser.add_argument("--output", required=True, help="output .npz, e.g. exp/stats/feats_stats.npz")
+    parser.add_argument("--feats_scp", default=None, help="(required) feature scp (ark or h5 lines)")
+    parser.add_argument("--output", default=None, help="(required) output .npz, e.g. exp/stats/feats_stats.npz")
     return parser
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.io.stats.compute_feats_stats`."""
-    args = parse_args(get_parser(), cmd)
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     from captionlib.io.stats import compute_feats_stats
 
     try:

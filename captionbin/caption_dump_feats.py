@@ -18,12 +18,16 @@ from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str_or_none
 
+REQUIRED = ('wav_scp', 'out_prefix')
+
 
 def get_parser():
     """Build the argument parser (feature keys match ``conf/feats_*.yaml``)."""
     parser = get_base_parser("Extract log-mel features of a wav.scp into ark/HDF5")
-    parser.add_argument("--wav_scp", required=True, help="<clip-id> <audio path> list")
-    parser.add_argument("--out_prefix", required=True, help="output path without extension, e.g. DIR/feats.JOB")
+    parser.add_argument("--wav_scp", default=None, help="(required) <clip-id> <audio path> list")
+    parser.add_argument(
+        "--out_prefix", default=None, help="(required) output path without extension, e.g. DIR/feats.JOB"
+    )
     parser.add_argument("--filetype", default="ark", choices=("ark", "hdf5"), help="feature file format")
     parser.add_argument("--feats_type", default="logmel", choices=("logmel",), help="feature type")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
@@ -44,7 +48,11 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
-    args = parse_args(get_parser(), cmd)
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     from captionlib.audio.dump import dump_feats
 
     kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}

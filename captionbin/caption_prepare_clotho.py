@@ -21,15 +21,19 @@ from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, parse_args, str2bool
 
+REQUIRED = ('clotho_root', 'split', 'output_dir')
+
 
 def get_parser():
     """Build the argument parser."""
     parser = get_base_parser("Prepare data/<split> from the official Clotho v2.1 layout")
-    parser.add_argument("--clotho_root", required=True, help="directory with clotho_captions_<split>.csv and <split>/")
     parser.add_argument(
-        "--split", required=True, choices=("development", "validation", "evaluation"), help="Clotho split"
+        "--clotho_root", default=None, help="(required) directory with clotho_captions_<split>.csv and <split>/"
     )
-    parser.add_argument("--output_dir", required=True, help="data directory to write, e.g. data/development")
+    parser.add_argument(
+        "--split", default=None, choices=("development", "validation", "evaluation"), help="(required) Clotho split"
+    )
+    parser.add_argument("--output_dir", default=None, help="(required) data directory to write, e.g. data/development")
     parser.add_argument(
         "--skip_bad", type=str2bool, default=False, help="warn about and skip bad rows/clips instead of failing"
     )
@@ -38,7 +42,11 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.clotho.prepare_clotho`."""
-    args = parse_args(get_parser(), cmd)
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     from captionlib.io.clotho import ClothoPrepError, prepare_clotho
 
     try:

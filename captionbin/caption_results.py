@@ -27,7 +27,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``."""
     args = parse_args(get_parser(), cmd)
-    from captionlib.results import write_results
+    from captionlib.metrics.results import write_results
 
     write_results(exp_dir=args.exp_dir, output=args.output)
 

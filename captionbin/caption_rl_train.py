@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""RL fine-tuning of an XE captioner (stage 6): ``--rl_algo scst|reinforce_plus``.
+"""RL fine-tuning of an XE captioner (stage 6): ``--rl_algo scst|reinforce_plus|sle|ac|mc_pg|multitask``.
 
 Usage:
     python -m captionbin.caption_rl_train --rl_algo scst --config conf/train_scst.yaml \
@@ -14,24 +14,33 @@ Re-running the same command resumes from ``<output_dir>/latest.pth``.
 from typing import Optional, Sequence
 
 from captionbin.caption_train import add_common_train_arguments
-from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str_or_none
+from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
+
+RL_ALGOS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
 
 
 def get_parser():
     """Return the argument parser of caption_rl_train."""
-    parser = get_base_parser("Fine-tune a captioner with reinforcement learning (SCST, REINFORCE+)")
+    parser = get_base_parser("Fine-tune a captioner with reinforcement learning (see captionlib.rl.train)")
     add_common_train_arguments(parser)
     parser.set_defaults(lr=5e-5)
-    parser.add_argument("--rl_algo", default="scst", choices=("scst", "reinforce_plus"))
+    parser.add_argument("--rl_algo", default="scst", choices=RL_ALGOS)
     parser.add_argument("--init_param", help="XE model file to start from")
     parser.add_argument("--cider_df", help="CIDEr-D document frequencies of the train refs (stage 4)")
     parser.add_argument("--token_list", type=str_or_none, default=None,
                         help="ignored if given: the token list comes from the model file")
     g = parser.add_argument_group("policy gradient")
-    g.add_argument("--reward", default="cider_d:1.0", help="metric:weight[,metric:weight]")
-    g.add_argument("--num_samples", type=int, default=1, help="samples per clip (reinforce_plus)")
-    g.add_argument("--baseline", default="greedy", choices=("greedy", "mean"))
+    g.add_argument("--reward", default="cider_d:1.0", help="metric:weight[,metric:weight] (cider_d, bleu_1..4, rouge_l, spice, spider)")
+    g.add_argument("--spice_lib_dir", type=str_or_none, default=None, help="CoreNLP jars for spice/spider rewards")
+    g.add_argument("--num_samples", type=int, default=1, help="samples per clip (reinforce_plus, sle, multitask)")
+    g.add_argument("--baseline", default="greedy", choices=("greedy", "mean"), help="reinforce_plus, multitask")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    g.add_argument("--alpha", type=float, default=None, help="weight of the RL term (sle 0.75, multitask 0.95)")
+    g.add_argument("--num_rollouts", type=int, default=3, help="mc_pg: Monte-Carlo rollouts per step")
+    g.add_argument("--critic_warmup_steps", type=int, default=100, help="ac: steps training the critic only")
+    g.add_argument("--critic_lr", type=float, default=1e-3, help="lr of the critic/baseline/attribute networks")
+    g.add_argument("--num_attributes", type=int, default=400, help="multitask: attribute words")
+    g.add_argument("--freeze_encoder", type=str2bool, default=False, help="keep the audio encoder fixed")
     return parser
 
 

@@ -47,6 +47,9 @@ def get_parser():
     parser.add_argument("--token_list", help="tokens.txt (bpe.model beside it for BPE)")
     parser.add_argument("--feats_stats", type=str_or_none, default=None, help="feats_stats.npz (global mean/std)")
     parser.add_argument("--init_param", type=str_or_none, default=None, help="model file to start from")
+    parser.add_argument("--init_embedding", type=str_or_none, default=None,
+                        help=".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)")
+    parser.add_argument("--freeze_embedding", type=str2bool, default=False, help="keep --init_embedding fixed")
     g = parser.add_argument_group("model")
     g.add_argument("--encoder", default="crnn", choices=("crnn",))
     g.add_argument("--encoder_conf", type=yaml_dict, default={}, help="encoder options (YAML mapping)")

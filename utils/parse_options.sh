@@ -16,6 +16,11 @@
 # Parsing stops at the first argument that does not start with "--".
 # Works under "set -euo pipefail".  Helper variables are prefixed "__po_" and unset.
 
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  echo "Usage: . utils/parse_options.sh   (source it from a script after setting its defaults;" 1>&2
+  echo "       see the comments at the top of ${BASH_SOURCE[0]})" 1>&2
+  exit 1
+fi
 __po_prog="${0##*/}"
 
 # First pass: source --config files (in order) so that command-line options override them.

@@ -5,6 +5,7 @@
 use strict;
 use warnings;
 use File::Basename qw(dirname);
-my $run_pl = dirname($0) . "/run.pl";
+use File::Spec;
+my $run_pl = File::Spec->rel2abs(dirname($0)) . "/run.pl";
 do $run_pl;
 die "stdout.pl: failed to load $run_pl: " . ($@ || $!) . "\n";

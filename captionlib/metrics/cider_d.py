@@ -369,6 +369,9 @@ class CiderD:
         slots = np.fromiter(
             (slot_of.setdefault(c, len(slot_of)) for c in clip_ids), dtype=np.int64, count=num_cand
         )
+        missing = [c for c in slot_of if c not in self._clips]
+        if missing and self._lazy_refs is not None:
+            self.add_refs({c: self._lazy_refs[c] for c in missing if c in self._lazy_refs})
         clips = [self._get_clip(c) for c in slot_of]
         perm = np.argsort(slots, kind="stable")
         inv = np.empty_like(perm)
@@ -488,3 +491,69 @@ def corpus_cider_d(
     scores = scorer.score(clips, [hyps[c] for c in clips])
     logging.debug("CIDEr-D over %d clips", len(clips))
     return float(np.mean(scores)), {c: float(s) for c, s in zip(clips, scores)}
+
+
+def read_clip_references(text: str, utt2spk: Optional[str] = None) -> Dict[str, List[List[str]]]:
+    """Cleaned train references grouped per clip, from a data dir ``text`` file.
+
+    Captions are cleaned with :func:`captionlib.text.cleaner.clean_words` (the words the
+    model emits). Caption ids map to clips through ``utt2spk`` (default: the ``utt2spk``
+    next to ``text`` when present), else through the caption-id form ``<clip-id>-<k>``.
+
+    Raises:
+        ValueError: for malformed lines (file and line named), a caption id missing from
+            ``utt2spk``, or a caption id not of the form ``<clip-id>-<k>`` without utt2spk.
+    """
+    import os
+
+    from captionlib.io.datadir import read_text, read_utt2spk
+    from captionlib.text.cleaner import clean_words
+
+    captions = read_text(text)
+    if utt2spk is None:
+        beside = os.path.join(os.path.dirname(os.path.abspath(text)), "utt2spk")
+        utt2spk = beside if os.path.isfile(beside) else None
+    mapping = read_utt2spk(utt2spk) if utt2spk else None
+    refs: Dict[str, List[List[str]]] = {}
+    for utt, caption in captions.items():
+        if mapping is not None:
+            if utt not in mapping:
+                raise ValueError(f"{text}: caption id {utt!r} is not in {utt2spk}")
+            clip = mapping[utt]
+        else:
+            clip, sep, k = utt.rpartition("-")
+            if not sep or not clip or not k.isdigit():
+                raise ValueError(
+                    f"{text}: caption id {utt!r} is not <clip-id>-<k> and there is no utt2spk"
+                )
+        refs.setdefault(clip, []).append(clean_words(caption))
+    return refs
+
+
+def compute_cider_df(
+    text: str, output: str, utt2spk: Optional[str] = None, n: int = 4
+) -> DocumentFrequency:
+    """Stage 4: CIDEr-D document frequencies of the train references, saved to ``output``.
+
+    Args:
+        text: ``data/<train>/text``.
+        output: e.g. ``exp/stats/cider_df.pkl`` (parent directories created).
+        utt2spk: caption -> clip map (default: next to ``text``, else caption-id prefix).
+        n: highest n-gram order.
+
+    Returns:
+        The document frequencies written.
+    """
+    import os
+
+    refs = read_clip_references(text, utt2spk)
+    df = DocumentFrequency.from_references(refs, n=n)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = output + ".tmp"
+    df.save(tmp)
+    os.replace(tmp, output)
+    logging.info(
+        "%d clips, %d references, %d n-grams (n<=%d) -> %s",
+        df.num_docs, sum(len(v) for v in refs.values()), len(df), n, output,
+    )
+    return df

@@ -10,7 +10,7 @@ Loss = -mean over samples of (r - b) * sum_t log p(w_t | w_<t, x), i.e. minus a 
 estimate of the gradient of the expected reward.
 """
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -44,16 +44,56 @@ def policy_gradient_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: 
     return -(advantage.detach() * (logprobs * mask).sum(1)).mean()
 
 
-class PolicyGradient(nn.Module):
+class SampledObjective(nn.Module):
+    """Base of the sampling-based RL objectives: reward, tokenizer, greedy baseline helpers.
+
+    Subclasses implement ``forward(model, (clip_ids, feats, feat_lens)) -> (loss, stats)``
+    with at least the stats ``reward``, ``baseline``, ``advantage`` and ``entropy``.
+
+    Args:
+        reward: scores candidates (lists of words) of the train clips.
+        tokenizer: token ids -> words for the reward.
+        max_len: maximum caption length in tokens (eos included).
+        temperature: sampling temperature (1.0 keeps the estimators unbiased).
+    """
+
+    def __init__(self, reward: Reward, tokenizer: Tokenizer, max_len: int = 30, temperature: float = 1.0):
+        super().__init__()
+        self.reward, self.tokenizer = reward, tokenizer
+        self.max_len, self.temperature = max_len, temperature
+
+    def words(self, tokens: torch.Tensor) -> List[List[str]]:
+        """Token id rows (batch, length) -> lists of words (cut at eos)."""
+        return [self.tokenizer.ids2text(row).split() for row in tokens.tolist()]
+
+    @staticmethod
+    def inputs(model, batch):
+        """Move a ``collate_clips`` batch to the model's device: (clip_ids, feats, feat_lens)."""
+        clips, feats, lens = batch
+        dev = next(model.parameters()).device
+        return list(clips), feats.to(dev), lens.to(dev)
+
+    def greedy_words(self, model, feats: torch.Tensor, lens: torch.Tensor) -> List[List[str]]:
+        """Greedy captions decoded in eval mode under ``no_grad`` (the self-critical baseline)."""
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            words = self.words(greedy_search(model, model.encode(feats, lens), self.max_len))
+        model.train(was_training)
+        return words
+
+    def rewards(self, keys: Sequence[str], candidates: Sequence[Sequence[str]], device) -> torch.Tensor:
+        """Rewards (num_candidates,) as a float tensor on ``device`` (one scoring call)."""
+        return torch.as_tensor(self.reward(keys, candidates)["reward"], dtype=torch.float32, device=device)
+
+
+class PolicyGradient(SampledObjective):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` for SCST/REINFORCE+.
 
     Args:
-        reward: scores candidates of the train clips.
-        tokenizer: token ids -> words for the reward.
+        reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
         num_samples: samples per clip (SCST: 1).
         baseline: ``greedy`` (self-critical) or ``mean`` (of the other samples).
-        max_len: maximum caption length in tokens (eos included).
-        temperature: sampling temperature (1.0 keeps the estimator unbiased).
     """
 
     def __init__(
@@ -65,37 +105,27 @@ class PolicyGradient(nn.Module):
         max_len: int = 30,
         temperature: float = 1.0,
     ):
-        super().__init__()
+        super().__init__(reward, tokenizer, max_len, temperature)
         if baseline not in ("greedy", "mean"):
             raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
         if baseline == "mean" and num_samples < 2:
             raise ValueError("baseline 'mean' needs num_samples >= 2")
-        self.reward, self.tokenizer = reward, tokenizer
         self.num_samples, self.baseline = num_samples, baseline
-        self.max_len, self.temperature = max_len, temperature
-
-    def words(self, tokens: torch.Tensor) -> List[List[str]]:
-        """Token id rows -> lists of words (cut at eos)."""
-        return [self.tokenizer.ids2text(row).split() for row in tokens.tolist()]
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
-        clips, feats, lens = batch
-        dev = next(model.parameters()).device
-        feats, lens = feats.to(dev), lens.to(dev)
+        clips, feats, lens = self.inputs(model, batch)
+        return self.loss_from_embedding(model, clips, model.encode(feats, lens), feats, lens)
+
+    def loss_from_embedding(
+        self, model, clips: List[str], v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor
+    ) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """The policy-gradient loss given the audio embeddings ``v`` (batch, embed) already
+        computed with gradients (so a multitask objective can share them)."""
         n = self.num_samples
-        greedy_words: List[List[str]] = []
-        if self.baseline == "greedy":
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                greedy_words = self.words(greedy_search(model, model.encode(feats, lens), self.max_len))
-            model.train(was_training)
-        v = model.encode(feats, lens)
+        greedy_words = self.greedy_words(model, feats, lens) if self.baseline == "greedy" else []
         out = sample(model, v.repeat_interleave(n, 0), self.max_len, temperature=self.temperature)
-        sample_words = self.words(out.tokens)
         keys: List[str] = [c for c in clips for _ in range(n)]
-        scores = self.reward(keys + list(clips[: len(greedy_words)]), sample_words + greedy_words)
-        r_all = torch.as_tensor(scores["reward"], dtype=torch.float32, device=dev)
+        r_all = self.rewards(keys + clips[: len(greedy_words)], self.words(out.tokens) + greedy_words, v.device)
         r = r_all[: len(keys)].view(len(clips), n)
         b = r_all[len(keys):].view(-1, 1).expand_as(r) if self.baseline == "greedy" else mean_of_others(r)
         adv = (r - b).reshape(-1)
@@ -108,4 +138,3 @@ class PolicyGradient(nn.Module):
             "entropy": (out.entropy.sum() / ntok).item(),
             "sample_len": (ntok / out.mask.size(0)).item(),
         }
-

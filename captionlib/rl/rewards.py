@@ -1,16 +1,20 @@
 """Sequence-level rewards for the RL objectives: a weighted sum of caption metrics.
 
-The spec string ``"cider_d:1.0"`` (comma-separated ``metric:weight``) names the terms.
-CIDEr-D uses the train-set document frequencies computed once at stage 4
-(``cider_df.pkl``) and caches each clip's reference vectors, so every candidate of a
-batch (samples and baselines) is scored in one call.
+The spec string (comma-separated ``metric:weight``, weight 1 when omitted), e.g.
+``"cider_d:1.0,bleu_4:0.5"``, names the terms. Metrics: ``cider_d`` (train-set document
+frequencies computed once at stage 4, reference vectors cached, every candidate of a
+batch scored in one call), ``bleu_1``..``bleu_4`` (sentence BLEU, pycocoevalcap's
+definition), ``rouge_l``, and ``spice`` / ``spider`` ((CIDEr-D + SPICE) / 2, Liu et al.
+2017, seed 003) where SPICE can run (Java + the Stanford CoreNLP 3.6.0 jars).
+All metrics see the cleaned words of candidates and references.
 """
 
-from typing import Dict, List, Mapping, Sequence, Tuple
+import tempfile
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-SUPPORTED = ("cider_d",)
+SUPPORTED = ("cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "rouge_l", "spice", "spider")
 
 
 def parse_reward_spec(spec: str) -> List[Tuple[str, float]]:
@@ -40,14 +44,44 @@ class Reward:
         spec: see :func:`parse_reward_spec`.
         refs: ``{clip_id: [[word, ...], ...]}`` cleaned references of the training clips.
         cider_df: path of the document frequencies (``caption_compute_cider_df`` output).
+        spice_lib_dir: CoreNLP jars for ``spice``/``spider`` terms (see
+            :mod:`captionlib.metrics.spice`); ``spice_cache_dir`` keeps SPICE's parse cache.
+
+    Raises:
+        ValueError: bad spec, or a SPICE term where SPICE cannot run (with the reason).
     """
 
-    def __init__(self, spec: str, refs: Mapping[str, Sequence[Sequence[str]]], cider_df: str):
+    def __init__(
+        self,
+        spec: str,
+        refs: Mapping[str, Sequence[Sequence[str]]],
+        cider_df: str,
+        spice_lib_dir: Optional[str] = None,
+        spice_cache_dir: Optional[str] = None,
+    ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
 
         self.terms = parse_reward_spec(spec)
+        self.refs = refs
         self.cider = CiderD(DocumentFrequency.load(cider_df))
         self.cider.add_refs(refs)
+        self.spice_lib_dir, self.spice_cache_dir = spice_lib_dir, spice_cache_dir
+        if any(name in ("spice", "spider") for name, _ in self.terms):
+            from captionlib.metrics.spice import spice_unavailable_reason
+
+            reason = spice_unavailable_reason(spice_lib_dir)
+            if reason:
+                raise ValueError(f"reward {spec!r} needs SPICE, which cannot run: {reason}")
+
+    def _spice(self, clip_ids: Sequence[str], candidates: Sequence[Sequence[str]]) -> np.ndarray:
+        from captionlib.metrics.spice import compute_spice
+
+        keys = [str(i) for i in range(len(candidates))]
+        refs = {k: [" ".join(r) for r in self.refs[c]] for k, c in zip(keys, clip_ids)}
+        hyps = {k: " ".join(w) for k, w in zip(keys, candidates)}
+        with tempfile.TemporaryDirectory() as tmp:
+            _, per = compute_spice(refs, hyps, self.spice_cache_dir, self.spice_lib_dir, tmp_dir=tmp)
+        return np.nan_to_num(np.array([per[k] for k in keys], dtype=np.float64))
 
     def __call__(self, clip_ids: Sequence[str], candidates: Sequence[Sequence[str]]) -> Dict[str, np.ndarray]:
         """Score candidates (lists of words) of the given clips.
@@ -55,11 +89,25 @@ class Reward:
         Returns:
             ``{"reward": (num_candidates,), <metric>: (num_candidates,) ...}``.
         """
+        from captionlib.metrics.bleu import sentence_bleu
+        from captionlib.metrics.rouge import sentence_rouge_l
+
+        names = {n for n, _ in self.terms}
         out: Dict[str, np.ndarray] = {}
+        if names & {"cider_d", "spider"}:
+            out["cider_d"] = np.asarray(self.cider.score(clip_ids, candidates), dtype=np.float64)
+        if names & {"spice", "spider"}:
+            out["spice"] = self._spice(clip_ids, candidates)
+        if "spider" in names:
+            out["spider"] = (out["cider_d"] + out["spice"]) / 2
+        if any(n.startswith("bleu_") for n in names):
+            bleu = np.array([sentence_bleu(c, self.refs[k]) for k, c in zip(clip_ids, candidates)]).reshape(-1, 4)
+            for i in range(4):
+                out[f"bleu_{i + 1}"] = bleu[:, i]
+        if "rouge_l" in names:
+            out["rouge_l"] = np.array([sentence_rouge_l(c, self.refs[k]) for k, c in zip(clip_ids, candidates)])
         total = np.zeros(len(candidates))
         for name, weight in self.terms:
-            if name == "cider_d":
-                out[name] = np.asarray(self.cider.score(clip_ids, candidates), dtype=np.float64)
             total += weight * out[name]
         out["reward"] = total
         return out

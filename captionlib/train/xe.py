@@ -19,6 +19,24 @@ from captionlib.train.common import (
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
 
+def load_embedding(model, path: str, freeze: bool = False) -> None:
+    """Copy pre-trained word vectors (vocab_size, embed_size) into the decoder embedding.
+
+    Raises:
+        ValueError: if the array's shape differs from the embedding's.
+    """
+    import numpy as np
+
+    vectors = np.load(path)
+    weight = model.decoder.embed.weight
+    if tuple(vectors.shape) != tuple(weight.shape):
+        raise ValueError(f"{path}: word vectors of shape {vectors.shape}, the decoder embedding is {tuple(weight.shape)}")
+    with torch.no_grad():
+        weight.copy_(torch.as_tensor(vectors, dtype=weight.dtype))
+    weight.requires_grad_(not freeze)
+    logging.info("decoder embedding initialised from %s%s", path, " (frozen)" if freeze else "")
+
+
 def xe_objective(model, batch):
     """Teacher-forced cross-entropy of a ``collate_captions`` batch; returns (loss, stats)."""
     feats, lens, ys, ys_lens = batch
@@ -78,6 +96,8 @@ def train_xe(
     ngpu: int = 0,
     seed: int = 0,
     init_param: Optional[str] = None,
+    init_embedding: Optional[str] = None,
+    freeze_embedding: bool = False,
     dry_run: bool = False,
     config: Optional[Dict[str, Any]] = None,
 ) -> None:
@@ -92,7 +112,10 @@ def train_xe(
         specaug, specaug_conf: SpecAugment in training (seed 000 post-challenge: T=50, F=10).
         batch_size: captions per batch; max_epoch: epochs; lr: Adam learning rate.
         num_iters_per_epoch: cap on steps per epoch (debug), ``None`` = all.
-        init_param: model file to initialise the weights from (e.g. Word2Vec-initialised).
+        init_param: model file to initialise the weights from.
+        init_embedding: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
+            token list (``caption_train_word2vec``), copied into the decoder's embedding
+            (seed 000's CRNN-W); ``freeze_embedding`` keeps them fixed.
         dry_run: build the model, log it, and return without training.
         config: resolved options written to ``config.yaml``.
 
@@ -118,6 +141,8 @@ def train_xe(
         obj = torch.load(init_param, map_location="cpu", weights_only=False)
         model.load_state_dict(obj["model"] if "model" in obj else obj)
         logging.info("initialised from %s", init_param)
+    if init_embedding:
+        load_embedding(model, init_embedding, freeze_embedding)
     model.to(device)
     log_model(model)
     if config is not None:
@@ -130,7 +155,7 @@ def train_xe(
     validate = xe_validation(
         valid_caps, batch_size, cider_d_validation(valid_clips, tokenizer, device, batch_size, max_len)
     )
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
     Trainer(
         model,
         optimizer,

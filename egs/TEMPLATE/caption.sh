@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC1091,SC2154  # sources path.sh/cmd.sh relative to the recipe; *_cmd come from cmd.sh
 
 # The one staged captioning pipeline (ESPnet2 asr.sh order). Recipes call it from a thin run.sh:
 #   ./caption.sh --train_sets "development" --valid_set validation --test_sets "evaluation" ... "$@"
@@ -208,7 +209,13 @@ fi
 write_run_sh() {
     local dir=$1 back
     shift
-    if [[ "${dir}" = /* ]]; then back=${PWD}; else back="\$(dirname \"\$0\")/$(echo "${dir}" | sed -e 's:[^/][^/]*:..:g')"; fi
+    if [[ "${dir}" = /* ]]; then
+        back=${PWD}
+    else
+        # exp/a/b -> $(dirname "$0")/../../..
+        # shellcheck disable=SC2001
+        back="\$(dirname \"\$0\")/$(echo "${dir}" | sed -e 's:[^/][^/]*:..:g')"
+    fi
     mkdir -p "${dir}"
     {
         echo '#!/usr/bin/env bash'
@@ -237,7 +244,7 @@ if ! "${skip_data_prep}"; then
         # shellcheck disable=SC2086
         local/data.sh ${local_data_opts}
         if [ ${#_train_sets[@]} -gt 1 ]; then
-            utils/combine_data.sh --extra_files aud2name "data/${train_set}" "${_train_sets[@]/#/data/}"
+            utils/combine_data.sh "data/${train_set}" "${_train_sets[@]/#/data/}"
         fi
         for dset in ${all_sets}; do
             utils/validate_data_dir.sh --no-feats "data/${dset}"

@@ -3,6 +3,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
+# shellcheck disable=SC1091
 . ./db.sh
 clotho_root=${CLOTHO}  # Clotho root (official layout); --clotho_root DIR overrides it.
 args=()

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # ====== About run.pl, slurm.pl, and stdout.pl ======
 # The job wrappers in utils/ share one command-line contract (Kaldi's):
 #

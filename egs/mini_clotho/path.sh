@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by caption.sh and the recipe scripts, from the recipe directory (egs/<name>/).
 # Sets the locale and the Python environment; activates tools/venv when it exists.
 MAIN_ROOT=$PWD/../..

@@ -1,4 +1,4 @@
-"""Tests of captionbin.caption_results and captionlib.results on fabricated score files."""
+"""Tests of captionbin.caption_results and captionlib.metrics.results on fabricated score files."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from captionbin.caption_results import get_parser, main
-from captionlib.results import METRIC_KEYS, collect_scores, format_results
+from captionlib.metrics.results import METRIC_KEYS, collect_scores, format_results
 
 FULL = {
     "BLEU-1": 0.51234,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC1091  # utils/ is relative to the recipe directory
 
 # Decode one feature dir with one model in parallel jobs and merge the hypotheses.
 # Shards <feats_dir>/feats.scp with utils/split_scp.pl into <decode_dir>/log/keys.JOB.scp, runs

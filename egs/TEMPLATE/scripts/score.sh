@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC1091  # utils/ is relative to the recipe directory
 
 # Score one decode dir against the references of a data dir with captionbin.caption_score:
 # writes <decode-dir>/score.json and result.txt (log: <decode-dir>/log/score.log).

@@ -17,6 +17,7 @@ clotho_root=                                  # Clotho v2.1 root (official layou
 splits="development validation evaluation"    # Splits to prepare.
 skip_bad=false                                # Warn about and skip bad clips instead of failing.
 python=${python:-python3}                     # Python command.
+keep_archives=false                           # Accepted (local_data_opts are shared with download.sh); unused.
 
 help_message=$(cat << EOF
 Usage: $0 --clotho_root <dir> [options]

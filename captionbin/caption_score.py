@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Score decoded captions as the COCO/DCASE evaluations do (recipe scoring stage).
+
+References (``<ref_dir>/text`` grouped by ``utt2spk`` or ``spk2utt``) and hypotheses
+(``<clip-id> <caption>``) are tokenized with pycocoevalcap's PTB tokenizer and scored with
+BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE and SPIDEr. Writes ``score.json`` (keys
+BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr: a float or null, plus
+``skipped: {metric: reason}``) and ``result.txt`` beside it. SPICE needs the Stanford
+CoreNLP 3.6.0 jars (``--spice_lib_dir`` or ``$CAPTIONLIB_SPICE_LIB``; see
+``tools/install_spice.sh``); without them SPICE and SPIDEr are reported as skipped.
+
+Usage:
+    python -m captionbin.caption_score --ref_dir data/evaluation \\
+        --hyp exp/xe/decode_greedy/evaluation/text \\
+        --metrics bleu,meteor,rouge_l,cider_d,spice,spider \\
+        --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib]
+"""
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import get_base_parser, parse_args, str_or_none
+
+REQUIRED = ("ref_dir", "hyp", "output")
+
+
+def get_parser():
+    """Build the argument parser."""
+    parser = get_base_parser("Caption scoring: BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr")
+    parser.add_argument("--ref_dir", default=None, help="(required) data dir with text + utt2spk/spk2utt")
+    parser.add_argument("--hyp", default=None, help="(required) decoded text: <clip-id> <caption>")
+    parser.add_argument("--output", default=None, help="(required) score.json path")
+    parser.add_argument("--metrics", default="bleu,meteor,rouge_l,cider_d,spice,spider",
+                        help="comma-separated: bleu, bleu_1..bleu_4, meteor, rouge_l, cider_d, spice, spider")
+    parser.add_argument("--spice_lib_dir", type=str_or_none, default=None,
+                        help="dir with stanford-corenlp-3.6.0.jar and -models.jar (else $CAPTIONLIB_SPICE_LIB)")
+    parser.add_argument("--spice_cache_dir", type=str_or_none, default=None,
+                        help="SPICE parse cache (default: <dir of --output>/spice_cache)")
+    parser.add_argument("--spice_heap", default="8G", help="JVM heap for SPICE (-Xmx)")
+    parser.add_argument("--spice_timeout", type=float, default=3600.0, help="seconds before SPICE is killed")
+    parser.add_argument("--spice_threads", type=int, default=None, help="SPICE threads (default: all cores)")
+    parser.add_argument("--rhino_jar", type=str_or_none, default=None,
+                        help="Rhino jar for Java >= 15 (default: $CAPTIONLIB_RHINO_JAR or /usr/share/java/rhino.jar)")
+    parser.add_argument("--java", default="java", help="java executable")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Parse ``cmd`` and run :func:`captionlib.metrics.scorer.score_caption_files`."""
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    from captionlib.metrics.scorer import score_caption_files
+
+    try:
+        score_caption_files(
+            ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
+            spice_lib_dir=args.spice_lib_dir, spice_cache_dir=args.spice_cache_dir,
+            spice_heap=args.spice_heap, spice_timeout=args.spice_timeout,
+            spice_threads=args.spice_threads, rhino_jar=args.rhino_jar, java=args.java,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

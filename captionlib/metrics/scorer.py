@@ -1,0 +1,315 @@
+"""Caption scoring as the COCO and DCASE evaluations do it (stage "scoring" of the recipe).
+
+References and hypotheses are tokenized by pycocoevalcap's PTB tokenizer, then scored
+with BLEU-1..4, METEOR 1.5 (pycocoevalcap's jar, one process reused), ROUGE-L, CIDEr-D
+(document frequencies from the references of the scored set, as pycocoevalcap's
+``Cider``), SPICE (see :mod:`captionlib.metrics.spice`) and SPIDEr = (CIDEr-D + SPICE) / 2
+(Liu et al., ICCV 2017). BLEU, ROUGE-L and CIDEr-D are our implementations, tested to equal
+pycocoevalcap's.
+
+The result is a flat dict with the keys of :data:`SCORE_KEYS`, each a float or ``None``,
+plus ``skipped: {key: reason}`` for every ``None``: a metric that cannot run (no Java, no
+CoreNLP jars, ...) or was not requested is never given a number.
+"""
+
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from captionlib.metrics.bleu import corpus_bleu
+from captionlib.metrics.cider_d import corpus_cider_d
+from captionlib.metrics.rouge import corpus_rouge_l
+
+SCORE_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
+METRIC_KEYS: Dict[str, Tuple[str, ...]] = {
+    "bleu": ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"),
+    "bleu_1": ("BLEU-1",),
+    "bleu_2": ("BLEU-2",),
+    "bleu_3": ("BLEU-3",),
+    "bleu_4": ("BLEU-4",),
+    "meteor": ("METEOR",),
+    "rouge_l": ("ROUGE-L",),
+    "cider_d": ("CIDEr-D",),
+    "spice": ("SPICE",),
+    "spider": ("SPIDEr",),
+}
+DEFAULT_METRICS = "bleu,meteor,rouge_l,cider_d,spice,spider"
+
+
+def parse_metrics(metrics: Union[str, Sequence[str]]) -> List[str]:
+    """Score keys requested by a comma-separated metric list (``bleu,meteor,...``).
+
+    Raises:
+        ValueError: for an unknown metric name.
+    """
+    names = metrics.split(",") if isinstance(metrics, str) else list(metrics)
+    keys: List[str] = []
+    for name in (x.strip().lower() for x in names):
+        if not name:
+            continue
+        if name not in METRIC_KEYS:
+            raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRIC_KEYS)}")
+        keys.extend(k for k in METRIC_KEYS[name] if k not in keys)
+    if not keys:
+        raise ValueError("no metric requested")
+    return keys
+
+
+def tokenize_for_scoring(
+    refs: Mapping[str, Sequence[str]], hyps: Mapping[str, str], java: str = "java",
+    tmp_dir: Optional[str] = None,
+) -> Tuple[Dict[str, List[str]], Dict[str, str], Optional[str]]:
+    """PTB-tokenize references and hypotheses in one Java call.
+
+    Falls back to :func:`captionlib.text.cleaner.clean_caption` when Java is missing.
+
+    Returns:
+        ``(refs, hyps, fallback reason or None)`` with space-joined token strings.
+    """
+    from captionlib.metrics.pycoco import java_available, ptb_tokenize
+
+    clips = list(refs)
+    sentences = [r for c in clips for r in refs[c]] + [hyps[c] for c in clips]
+    reason = java_available(java)
+    if reason is None:
+        toks = ptb_tokenize(sentences, java=java, tmp_dir=tmp_dir)
+    else:
+        from captionlib.text.cleaner import clean_caption
+
+        reason = f"{reason}: tokenized with captionlib.text.cleaner instead of the PTB tokenizer"
+        logging.warning(reason)
+        toks = [clean_caption(s) for s in sentences]
+    out_refs: Dict[str, List[str]] = {}
+    i = 0
+    for c in clips:
+        out_refs[c] = toks[i : i + len(refs[c])]
+        i += len(refs[c])
+    out_hyps = {c: toks[i + j] for j, c in enumerate(clips)}
+    return out_refs, out_hyps, reason
+
+
+def compute_caption_scores(
+    refs: Mapping[str, Sequence[str]],
+    hyps: Mapping[str, str],
+    metrics: Union[str, Sequence[str]] = DEFAULT_METRICS,
+    spice_lib_dir: Optional[str] = None,
+    spice_cache_dir: Optional[str] = None,
+    spice_heap: str = "8G",
+    spice_timeout: Optional[float] = 3600.0,
+    spice_threads: Optional[int] = None,
+    rhino_jar: Optional[str] = None,
+    java: str = "java",
+    tmp_dir: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Score hypotheses against references (raw captions; tokenized here).
+
+    Args:
+        refs: ``{clip_id: [raw reference caption, ...]}`` (>= 1 per clip).
+        hyps: ``{clip_id: raw hypothesis caption}``; exactly the clips of ``refs``.
+        metrics: comma-separated subset of ``bleu, bleu_1..bleu_4, meteor, rouge_l,
+            cider_d, spice, spider`` (``spider`` also computes CIDEr-D and SPICE).
+        spice_lib_dir: directory with the CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
+        spice_cache_dir: SPICE parse cache (e.g. under the experiment dir); ``None``: no cache.
+        spice_heap, spice_timeout, spice_threads, rhino_jar: see
+            :func:`captionlib.metrics.spice.compute_spice`.
+        java: java executable (PTB tokenizer, METEOR, SPICE).
+        tmp_dir: temporary files.
+
+    Returns:
+        ``{"BLEU-1": float|None, ..., "SPIDEr": float|None, "skipped": {key: reason}}``.
+
+    Raises:
+        ValueError: if the clip sets differ, a clip has no reference, or nothing to score.
+    """
+    if set(refs) != set(hyps):
+        raise ValueError("references and hypotheses must cover the same clips")
+    if not refs:
+        raise ValueError("nothing to score")
+    for c, rs in refs.items():
+        if len(rs) == 0:
+            raise ValueError(f"clip {c!r} has no reference")
+    wanted = parse_metrics(metrics)
+    result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
+    skipped: Dict[str, str] = {}
+    for k in SCORE_KEYS:
+        if k not in wanted:
+            skipped[k] = "not requested (--metrics)"
+
+    tok_refs, tok_hyps, tok_reason = tokenize_for_scoring(refs, hyps, java=java, tmp_dir=tmp_dir)
+    if tok_reason:
+        skipped["PTB-tokenizer"] = tok_reason
+    w_refs = {c: [r.split() for r in rs] for c, rs in tok_refs.items()}
+    w_hyps = {c: h.split() for c, h in tok_hyps.items()}
+
+    if any(k.startswith("BLEU") for k in wanted):
+        bleu, _ = corpus_bleu(w_refs, w_hyps, n=4)
+        for k in range(4):
+            if f"BLEU-{k + 1}" in wanted:
+                result[f"BLEU-{k + 1}"] = float(bleu[k])
+    if "ROUGE-L" in wanted:
+        result["ROUGE-L"], _ = corpus_rouge_l(w_refs, w_hyps)
+    need_cider = "CIDEr-D" in wanted or "SPIDEr" in wanted
+    need_spice = "SPICE" in wanted or "SPIDEr" in wanted
+    if need_cider:
+        result["CIDEr-D"], _ = corpus_cider_d(w_refs, w_hyps)
+        skipped.pop("CIDEr-D", None)
+    if "METEOR" in wanted:
+        from captionlib.metrics.pycoco import java_available, meteor_score
+
+        reason = java_available(java)
+        if reason:
+            skipped["METEOR"] = f"METEOR needs Java: {reason}"
+        else:
+            result["METEOR"], _ = meteor_score(tok_refs, tok_hyps)
+    if need_spice:
+        from captionlib.metrics.spice import compute_spice, spice_unavailable_reason
+
+        reason = spice_unavailable_reason(spice_lib_dir, rhino_jar, java)
+        if reason is None:
+            try:
+                spice, per = compute_spice(
+                    tok_refs, tok_hyps, cache_dir=spice_cache_dir, spice_lib_dir=spice_lib_dir,
+                    rhino_jar=rhino_jar, heap=spice_heap, timeout=spice_timeout, java=java,
+                    threads=spice_threads, tmp_dir=tmp_dir,
+                )
+                if spice != spice:  # NaN
+                    nan = sum(1 for v in per.values() if v != v)
+                    reason = f"SPICE returned no F-score for {nan} clips"
+                else:
+                    result["SPICE"] = spice
+                    skipped.pop("SPICE", None)
+            except RuntimeError as e:
+                reason = str(e)
+                logging.error("SPICE failed: %s", reason)
+        if reason is not None:
+            skipped["SPICE"] = reason
+    if "SPIDEr" in wanted:
+        if result["SPICE"] is not None and result["CIDEr-D"] is not None:
+            result["SPIDEr"] = (result["CIDEr-D"] + result["SPICE"]) / 2.0
+        else:
+            skipped["SPIDEr"] = f"SPIDEr needs SPICE: {skipped.get('SPICE', 'not computed')}"
+    result["skipped"] = skipped
+    return result
+
+
+# ----------------------------------------------------------------------------- files
+def read_references(ref_dir: str) -> Dict[str, List[str]]:
+    """``{clip_id: [raw caption, ...]}`` from a data dir's ``text`` and ``utt2spk`` (or ``spk2utt``).
+
+    Raises:
+        FileNotFoundError: without ``text`` or without both ``utt2spk`` and ``spk2utt``.
+        ValueError: for an empty caption, a duplicate caption id (naming file and line,
+            see :mod:`captionlib.io.datadir`), or a caption id without clip.
+    """
+    from captionlib.io.datadir import read_spk2utt, read_text, read_utt2spk
+
+    text_path = os.path.join(ref_dir, "text")
+    if not os.path.isfile(text_path):
+        raise FileNotFoundError(f"{text_path}: no such file (reference data dir)")
+    captions = read_text(text_path)
+    utt2spk_path = os.path.join(ref_dir, "utt2spk")
+    spk2utt_path = os.path.join(ref_dir, "spk2utt")
+    if os.path.isfile(utt2spk_path):
+        utt2clip, map_path = read_utt2spk(utt2spk_path), utt2spk_path
+    elif os.path.isfile(spk2utt_path):
+        map_path = spk2utt_path
+        utt2clip = {u: clip for clip, utts in read_spk2utt(spk2utt_path).items() for u in utts}
+    else:
+        raise FileNotFoundError(f"{ref_dir}: needs utt2spk or spk2utt to group captions by clip")
+    refs: Dict[str, List[str]] = {}
+    for utt, caption in captions.items():
+        clip = utt2clip.get(utt)
+        if clip is None:
+            raise ValueError(f"{text_path}: caption id {utt!r} is not in {map_path}")
+        refs.setdefault(clip, []).append(caption)
+    return refs
+
+
+def read_hypotheses(path: str) -> Dict[str, str]:
+    """``{clip_id: caption}`` from a decode ``text`` file (``<clip-id> <caption>``; may be empty).
+
+    Raises:
+        ValueError: for a duplicate clip id or a malformed line, naming the file and line.
+    """
+    from captionlib.io.datadir import read_scp
+
+    return read_scp(path, allow_empty_value=True)
+
+
+def format_result(result: Mapping[str, Any], header: str = "") -> str:
+    """Human-readable ``result.txt``: one ``<metric> <value>`` line per score key."""
+    lines = [f"# {header}"] if header else []
+    skipped = result.get("skipped", {})
+    for k in SCORE_KEYS:
+        v = result.get(k)
+        lines.append(f"{k:<8s} {v:.4f}" if v is not None else f"{k:<8s} skipped: {skipped.get(k, '')}")
+    for k, reason in skipped.items():
+        if k not in SCORE_KEYS:
+            lines.append(f"# note ({k}): {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def score_caption_files(
+    ref_dir: str,
+    hyp: str,
+    output: str,
+    metrics: Union[str, Sequence[str]] = DEFAULT_METRICS,
+    spice_lib_dir: Optional[str] = None,
+    spice_cache_dir: Optional[str] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]:
+    """Score a decode ``text`` file against a data dir; write ``score.json`` and ``result.txt``.
+
+    Args:
+        ref_dir: data dir with ``text`` and ``utt2spk`` (or ``spk2utt``).
+        hyp: ``<clip-id> <caption>`` file.
+        output: path of ``score.json``; ``result.txt`` is written beside it.
+        metrics: see :func:`compute_caption_scores`.
+        spice_lib_dir: CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
+        spice_cache_dir: SPICE cache (default ``<dir of output>/spice_cache``).
+        **kwargs: passed to :func:`compute_caption_scores`.
+
+    Returns:
+        The score dict written to ``score.json``.
+
+    Raises:
+        ValueError: if a hypothesis clip has no references or a reference clip has no
+            hypothesis (naming both files), or for malformed files.
+    """
+    refs = read_references(ref_dir)
+    hyps = read_hypotheses(hyp)
+    text_path = os.path.join(ref_dir, "text")
+    extra = sorted(set(hyps) - set(refs))
+    if extra:
+        raise ValueError(
+            f"{len(extra)} clips of {hyp} have no reference in {text_path}, e.g. {extra[:5]}"
+        )
+    missing = sorted(set(refs) - set(hyps))
+    if missing:
+        raise ValueError(
+            f"{len(missing)} clips of {text_path} are missing from {hyp}, e.g. {missing[:5]}"
+        )
+    out_dir = os.path.dirname(os.path.abspath(output))
+    os.makedirs(out_dir, exist_ok=True)
+    if spice_cache_dir is None:
+        spice_cache_dir = os.path.join(out_dir, "spice_cache")
+    result = compute_caption_scores(
+        refs, hyps, metrics=metrics, spice_lib_dir=spice_lib_dir,
+        spice_cache_dir=spice_cache_dir, **kwargs,
+    )
+    _atomic_write(output, json.dumps(result, indent=2) + "\n")
+    header = f"{hyp} vs {ref_dir} ({len(hyps)} clips)"
+    _atomic_write(os.path.join(out_dir, "result.txt"), format_result(result, header))
+    for line in format_result(result, header).splitlines():
+        logging.info(line)
+    return result
+
+
+def _atomic_write(path: str, text: str) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

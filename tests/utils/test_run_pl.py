@@ -1,0 +1,165 @@
+"""Tests for utils/run.pl and utils/stdout.pl (local job runner)."""
+
+import re
+
+
+def check_log(text, command):
+    lines = text.splitlines()
+    assert lines[0] == f"# {command}"
+    assert lines[1].startswith("# Started at ")
+    assert re.fullmatch(r"# Accounting: time=\d+ threads=\d+", lines[-2]), lines[-2]
+    assert re.fullmatch(r"# Ended \(code \d+\) at .+", lines[-1]), lines[-1]
+    return lines[2:-2]
+
+
+def test_job_array_writes_logs_and_substitutes_job(tmp_path, tool):
+    r = tool(
+        [
+            "run.pl",
+            "JOB=1:3",
+            "exp/log/echo.JOB.log",
+            "echo",
+            "job",
+            "JOB",
+            "of",
+            "feats.JOB.ark",
+        ],
+        cwd=tmp_path,
+    )
+    assert r.rc == 0, r
+    for n in (1, 2, 3):
+        text = (tmp_path / f"exp/log/echo.{n}.log").read_text()
+        body = check_log(text, f"echo job {n} of feats.{n}.ark")
+        assert body == [f"job {n} of feats.{n}.ark"]
+        assert "# Ended (code 0)" in text
+    assert not (tmp_path / "exp/log/echo.JOB.log").exists()
+
+
+def test_failed_job_is_reported(tmp_path, tool):
+    r = tool(["run.pl", "JOB=1:3", "log/t.JOB.log", "test JOB -ne 2"], cwd=tmp_path)
+    assert r.rc != 0
+    assert "run.pl: 1 / 3 failed, log is in log/t.JOB.log" in r.err
+    assert "# Ended (code 1)" in (tmp_path / "log/t.2.log").read_text()
+    assert "# Ended (code 0)" in (tmp_path / "log/t.3.log").read_text()
+
+
+def test_single_job_exit_code_in_log(tmp_path, tool):
+    r = tool(
+        [
+            "run.pl",
+            "--mem",
+            "4G",
+            "--num-threads",
+            "2",
+            "--time",
+            "1:00:00",
+            "--gpu",
+            "0",
+            "log/one.log",
+            "echo out; echo err >&2; exit 3",
+        ],
+        cwd=tmp_path,
+    )
+    assert r.rc == 1
+    assert "1 / 1 failed" in r.err
+    text = (tmp_path / "log/one.log").read_text()
+    assert check_log(text, "echo out; echo err >&2; exit 3") == ["out", "err"]
+    assert "# Ended (code 3)" in text
+    assert "threads=2" in text
+
+
+def test_range_needs_job_in_log_name(tmp_path, tool):
+    r = tool(["run.pl", "JOB=1:2", "log/same.log", "true"], cwd=tmp_path)
+    assert r.rc != 0
+    assert "JOB" in r.err
+    assert not (tmp_path / "log").exists()
+
+
+def test_other_variable_name_and_range(tmp_path, tool):
+    r = tool(["run.pl", "SPLIT=2:3", "log/x.SPLIT.log", "echo", "SPLIT"], cwd=tmp_path)
+    assert r.rc == 0, r
+    assert sorted(p.name for p in (tmp_path / "log").iterdir()) == [
+        "x.2.log",
+        "x.3.log",
+    ]
+    assert check_log((tmp_path / "log/x.3.log").read_text(), "echo 3") == ["3"]
+
+
+def test_arguments_with_spaces_stay_one_word(tmp_path, tool):
+    script = tmp_path / "argv.sh"
+    script.write_text('#!/usr/bin/env bash\nfor a in "$@"; do echo "[$a]"; done\n')
+    script.chmod(0o755)
+    r = tool(
+        ["run.pl", "log/q.log", "./argv.sh", "a b", "it's here", "$HOME x", "c"],
+        cwd=tmp_path,
+    )
+    assert r.rc == 0, r
+    body = check_log(
+        (tmp_path / "log/q.log").read_text(),
+        "./argv.sh 'a b' 'it'\\''s here' '$HOME x' c",
+    )
+    assert body == ["[a b]", "[it's here]", "[$HOME x]", "[c]"]
+
+
+def test_pipes_as_separate_arguments(tmp_path, tool):
+    r = tool(["run.pl", "log/p.log", "echo", "abc", "|", "tr", "a", "x"], cwd=tmp_path)
+    assert r.rc == 0, r
+    assert check_log((tmp_path / "log/p.log").read_text(), "echo abc | tr a x") == [
+        "xbc"
+    ]
+
+
+def test_max_jobs_run_limits_concurrency(tmp_path, tool):
+    snippet = "date +%s.%N > s.JOB; sleep 0.2; date +%s.%N > e.JOB"
+    r = tool(
+        ["run.pl", "--max-jobs-run", "1", "JOB=1:3", "log/m.JOB.log", snippet],
+        cwd=tmp_path,
+    )
+    assert r.rc == 0, r
+    spans = sorted(
+        (
+            float((tmp_path / f"s.{n}").read_text()),
+            float((tmp_path / f"e.{n}").read_text()),
+        )
+        for n in (1, 2, 3)
+    )
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end
+
+
+def test_parallel_by_default(tmp_path, tool):
+    snippet = "date +%s.%N > s.JOB; sleep 0.3; date +%s.%N > e.JOB"
+    r = tool(
+        ["run.pl", "--max_jobs_run", "2", "JOB=1:2", "log/m.JOB.log", snippet],
+        cwd=tmp_path,
+    )
+    assert r.rc == 0, r
+    s = [float((tmp_path / f"s.{n}").read_text()) for n in (1, 2)]
+    e = [float((tmp_path / f"e.{n}").read_text()) for n in (1, 2)]
+    assert max(s) < min(e)  # overlapping
+
+
+def test_bad_usage(tmp_path, tool):
+    assert tool(["run.pl"], cwd=tmp_path).rc != 0
+    assert "Usage:" in tool(["run.pl"], cwd=tmp_path).err
+    r = tool(["run.pl", "--mem=4G", "log/x.log", "true"], cwd=tmp_path)
+    assert r.rc != 0 and "--mem=4G" in r.err
+    assert tool(["run.pl", "--bogus", "1", "log/x.log", "true"], cwd=tmp_path).rc != 0
+    assert tool(["run.pl", "JOB=1:", "log/x.JOB.log", "true"], cwd=tmp_path).rc != 0
+
+
+def test_stdout_pl_echoes_output(tmp_path, tool):
+    r = tool(["stdout.pl", "log/s.log", "echo", "visible"], cwd=tmp_path)
+    assert r.rc == 0, r
+    assert r.out == "visible\n"
+    assert check_log((tmp_path / "log/s.log").read_text(), "echo visible") == [
+        "visible"
+    ]
+    r = tool(["stdout.pl", "JOB=1:2", "log/s.JOB.log", "exit JOB"], cwd=tmp_path)
+    assert r.rc == 1 and "stdout.pl: 2 / 2 failed" in r.err
+
+
+def test_stdout_pl_from_relative_path(tmp_path, tool, h):
+    r = tool(f"cd {h.UTILS.parent} && utils/stdout.pl {tmp_path}/log/r.log echo rel")
+    assert r.rc == 0, r
+    assert r.out == "rel\n"
