@@ -34,10 +34,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.metrics.cider_d.compute_cider_df`."""
     parser = get_parser()
-    args = parse_args(parser, cmd)
-    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    args = parse_args(parser, cmd, REQUIRED)
     from captionlib.metrics.cider_d import compute_cider_df
 
     try:

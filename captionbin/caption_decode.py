@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
 """Decode clips (feats.scp) with a model file into ``<output_dir>/text`` (stage 8).
 
+Several ``--model_file`` options decode with a word-level ensemble (seed 000 CRNN-E: log of
+the mean of the models' word probabilities at each step; greedy and beam search); the models
+must share one token list. ``--num_diversity_samples N`` also writes ``<output_dir>/text_samples``
+with N multinomial samples per clip, ids ``<clip-id>#<k>`` (k = 1..N), for the diversity
+metrics of ``caption_score --hyp_samples`` (seed 001: Div-1, Div-2, mBLEU-4).
+
 Usage:
     python -m captionbin.caption_decode --config conf/decode.yaml \
         --model_file exp/xe_train_xe_logmel_word/valid.cider_d.best.pth \
         --feats_scp dump/logmel/evaluation/feats.scp --output_dir exp/.../decode_x/evaluation --beam_size 3
+    # ensemble of two models, plus 5 samples per clip
+    python -m captionbin.caption_decode --config conf/decode.yaml \
+        --model_file exp/a/valid.cider_d.best.pth --model_file exp/b/valid.cider_d.best.pth \
+        --num_diversity_samples 5 --feats_scp ... --output_dir ...
 """
 
+import logging
+import sys
 from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, parse_args
@@ -15,26 +27,43 @@ from captionlib.utils.cli import get_base_parser, parse_args
 def get_parser():
     """Return the argument parser of caption_decode."""
     parser = get_base_parser("Caption the clips of a feats.scp")
-    parser.add_argument("--model_file", required=True, help="model file (.pth) written by training")
+    parser.add_argument("--model_file", action="append", default=None,
+                        help="model file (.pth) written by training; repeat it to decode with a "
+                             "word-level ensemble of several models (same token list)")
     parser.add_argument("--feats_scp", required=True, help="<clip-id> <features> lines")
     parser.add_argument("--output_dir", required=True, help="writes text (<clip-id> <caption>)")
     parser.add_argument("--beam_size", type=int, default=1, help="1 = greedy")
     parser.add_argument("--batch_size", type=int, default=32, help="clips per batch")
     parser.add_argument("--max_len", type=int, default=30, help="max tokens (eos included)")
     parser.add_argument("--length_penalty", type=float, default=0.0, help="beam: score / length**p")
+    parser.add_argument("--num_diversity_samples", type=int, default=0,
+                        help="N > 0: also write text_samples, N multinomial samples per clip "
+                             "(ids <clip-id>#<k>, k=1..N) for Div-1/Div-2/mBLEU-4")
+    parser.add_argument("--sample_temperature", type=float, default=1.0,
+                        help="temperature of the diversity samples (1 = the model's distribution)")
+    parser.add_argument("--seed", type=int, default=0, help="base seed of the diversity samples")
     parser.add_argument("--ngpu", type=int, default=0)
     return parser
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_decode."""
-    args = parse_args(get_parser(), cmd)
+    parser = get_parser()
+    args = parse_args(parser, cmd)
+    if not args.model_file:
+        parser.error("the following arguments are required: --model_file")
     from captionlib.decode.inference import decode_feats_scp
 
-    decode_feats_scp(
-        args.model_file, args.feats_scp, args.output_dir, args.beam_size, args.batch_size,
-        args.max_len, args.length_penalty, args.ngpu,
-    )
+    try:
+        decode_feats_scp(
+            args.model_file, args.feats_scp, args.output_dir, args.beam_size, args.batch_size,
+            args.max_len, args.length_penalty, args.ngpu,
+            num_diversity_samples=args.num_diversity_samples,
+            sample_temperature=args.sample_temperature, seed=args.seed,
+        )
+    except ValueError as e:
+        logging.error("%s", e)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

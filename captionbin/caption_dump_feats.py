@@ -49,10 +49,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
     parser = get_parser()
-    args = parse_args(parser, cmd)
-    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    args = parse_args(parser, cmd, REQUIRED)
     from captionlib.audio.dump import dump_feats
 
     kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}

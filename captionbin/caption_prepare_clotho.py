@@ -43,10 +43,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.clotho.prepare_clotho`."""
     parser = get_parser()
-    args = parse_args(parser, cmd)
-    missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    args = parse_args(parser, cmd, REQUIRED)
     from captionlib.io.clotho import ClothoPrepError, prepare_clotho
 
     try:

@@ -47,10 +47,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_rl_train."""
     parser = get_parser()
-    args = parse_args(parser, cmd)
-    for req in ("train_data_dir", "valid_data_dir", "output_dir", "init_param", "cider_df"):
-        if getattr(args, req) is None:
-            parser.error(f"--{req} is required")
+    args = parse_args(parser, cmd, ("train_data_dir", "valid_data_dir", "output_dir", "init_param", "cider_df"))
     from captionlib.rl.train import train_rl
 
     kw = config_dict(args)

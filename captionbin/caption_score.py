@@ -9,11 +9,18 @@ BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr: a float or null, plus
 CoreNLP 3.6.0 jars (``--spice_lib_dir`` or ``$CAPTIONLIB_SPICE_LIB``; see
 ``tools/install_spice.sh``); without them SPICE and SPIDEr are reported as skipped.
 
+Diversity next to precision (seed 001, table 4): ``--hyp_samples`` (the ``text_samples`` of
+``caption_decode --num_diversity_samples N``: ids ``<clip-id>#<k>``) adds ``Div-1``, ``Div-2``
+and ``mBLEU-4`` over each clip's N samples, averaged over clips; without it they are null
+with a reason in ``skipped``. ``Vocab`` (distinct words of the 1-best hypotheses) is always
+written.
+
 Usage:
     python -m captionbin.caption_score --ref_dir data/evaluation \\
         --hyp exp/xe/decode_greedy/evaluation/text \\
         --metrics bleu,meteor,rouge_l,cider_d,spice,spider \\
-        --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib]
+        --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib] \
+        [--hyp_samples exp/xe/decode_greedy/evaluation/text_samples]
 """
 
 import logging
@@ -27,10 +34,13 @@ REQUIRED = ("ref_dir", "hyp", "output")
 
 def get_parser():
     """Build the argument parser."""
-    parser = get_base_parser("Caption scoring: BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr")
+    parser = get_base_parser("Caption scoring: BLEU, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr; Div-1, Div-2, mBLEU-4")
     parser.add_argument("--ref_dir", default=None, help="(required) data dir with text + utt2spk/spk2utt")
     parser.add_argument("--hyp", default=None, help="(required) decoded text: <clip-id> <caption>")
     parser.add_argument("--output", default=None, help="(required) score.json path")
+    parser.add_argument("--hyp_samples", type=str_or_none, default=None,
+                        help="sampled captions <clip-id>#<k> <caption> (caption_decode "
+                             "--num_diversity_samples) for Div-1, Div-2, mBLEU-4")
     parser.add_argument("--metrics", default="bleu,meteor,rouge_l,cider_d,spice,spider",
                         help="comma-separated: bleu, bleu_1..bleu_4, meteor, rouge_l, cider_d, spice, spider")
     parser.add_argument("--spice_lib_dir", type=str_or_none, default=None,
@@ -58,6 +68,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     try:
         score_caption_files(
             ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
+            hyp_samples=args.hyp_samples,
             spice_lib_dir=args.spice_lib_dir, spice_cache_dir=args.spice_cache_dir,
             spice_heap=args.spice_heap, spice_timeout=args.spice_timeout,
             spice_threads=args.spice_threads, rhino_jar=args.rhino_jar, java=args.java,

@@ -63,10 +63,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_train."""
     parser = get_parser()
-    args = parse_args(parser, cmd)
-    for req in ("train_data_dir", "valid_data_dir", "output_dir", "token_list"):
-        if getattr(args, req) is None:
-            parser.error(f"--{req} is required")
+    args = parse_args(parser, cmd, ("train_data_dir", "valid_data_dir", "output_dir", "token_list"))
     from captionlib.train.xe import train_xe
 
     kw = config_dict(args)

@@ -1,21 +1,42 @@
-"""Decode the clips of a feats.scp with a model file into a Kaldi-style ``text`` file."""
+"""Decode the clips of a feats.scp with one model file (or a word-level ensemble of several)
+into a Kaldi-style ``text`` file, optionally with sampled captions for diversity metrics.
+
+Outputs in ``output_dir``:
+
+* ``text``: ``<clip-id> <caption>``, one line per clip (greedy or beam search), sorted.
+* ``text_samples`` (only with ``num_diversity_samples = N > 0``): N captions per clip drawn
+  by multinomial sampling at ``sample_temperature`` (seed 001 sec. 5.4, "rs": 5 random
+  samples per input). Each sample has its own id ``<clip-id>#<k>`` with k = 1..N, so the
+  file is a valid scp/text file (unique, sortable keys);
+  :func:`captionlib.metrics.scorer.read_samples` groups it back
+  by clip (splitting at the last ``#``). Samples of a clip depend only on ``seed`` and the
+  clip id (not on the sharding or batch size): each clip's rows are drawn under
+  ``torch.manual_seed(seed + crc32(clip-id))`` in a forked RNG.
+"""
 
 import logging
 import time
+import zlib
 from pathlib import Path
+from typing import List, Sequence, Union
+
 import torch
 
 from captionlib.data.datasets import pad_feats
-from captionlib.decode.search import beam_search, greedy_search
-from captionlib.models.captioner import load_model_file
+from captionlib.decode.ensemble import load_ensemble
+from captionlib.decode.search import beam_search, greedy_search, sample
+from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.checkpoint import atomic_write_text
 from captionlib.train.trainer import get_device
 
+def _format_lines(lines: Sequence[str]) -> str:
+    return "".join(line + "\n" for line in sorted(lines))
+
 
 @torch.no_grad()
 def decode_feats_scp(
-    model_file: str,
+    model_file: Union[str, Sequence[str]],
     feats_scp: str,
     output_dir: str,
     beam_size: int = 1,
@@ -23,27 +44,49 @@ def decode_feats_scp(
     max_len: int = 30,
     length_penalty: float = 0.0,
     ngpu: int = 0,
+    num_diversity_samples: int = 0,
+    sample_temperature: float = 1.0,
+    seed: int = 0,
 ) -> Path:
     """Write ``<output_dir>/text`` with one caption per clip of ``feats_scp``.
 
     Args:
-        model_file: self-describing model file (e.g. ``valid.cider_d.best.pth``).
+        model_file: self-describing model file (e.g. ``valid.cider_d.best.pth``), or a list
+            of them: several files are decoded as a word-level
+            :class:`~captionlib.decode.ensemble.Ensemble` (mean of the word probabilities).
         feats_scp: ``<clip-id> <ark/h5 location>`` lines (one shard of a dump dir).
         beam_size: 1 = greedy, else batched beam search.
         batch_size: clips decoded together; max_len: maximum tokens (eos included).
+        length_penalty: beam search ranks by ``score / length ** length_penalty``.
+        ngpu: 0 = CPU.
+        num_diversity_samples: N > 0 also writes ``text_samples`` with N multinomial
+            samples per clip (see module docstring); 0 writes none.
+        sample_temperature: temperature of those samples (1.0 = the model's distribution).
+        seed: base seed of the samples.
 
     Returns:
         Path of the written text file (``<clip-id> <caption>``, sorted).
+
+    Raises:
+        ValueError: for files whose token lists differ (ensemble), or bad N/temperature.
     """
     from captionlib.io.feats import FeatReader
 
+    if num_diversity_samples < 0:
+        raise ValueError(f"num_diversity_samples must be >= 0, got {num_diversity_samples}")
+    if sample_temperature <= 0:
+        raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
+    files = [model_file] if isinstance(model_file, (str, Path)) else list(model_file)
     device = get_device(ngpu)
-    model, obj = load_model_file(model_file, map_location=str(device))
+    model, obj = load_ensemble([str(f) for f in files], map_location=str(device))
     model.to(device)
+    if len(files) > 1:
+        logging.info("word-level ensemble of %d models: %s", len(files), ", ".join(map(str, files)))
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
     reader = FeatReader(feats_scp)
     keys = list(reader.keys())
-    lines = []
+    lines: List[str] = []
+    sample_lines: List[str] = []
     t0 = time.time()
     for i in range(0, len(keys), batch_size):
         clips = keys[i : i + batch_size]
@@ -54,9 +97,30 @@ def decode_feats_scp(
         else:
             tokens = greedy_search(model, v, max_len)
         lines += [f"{c} {tokenizer.ids2text(ids)}" for c, ids in zip(clips, tokens.tolist())]
+        if num_diversity_samples > 0:
+            sample_lines += _sample_lines(
+                model, v, clips, tokenizer, num_diversity_samples, max_len, sample_temperature, seed
+            )
         done = i + len(clips)
         logging.info("decoded %d/%d clips (%.1f clips/s)", done, len(keys), done / (time.time() - t0))
     out = Path(output_dir) / "text"
-    atomic_write_text(out, "".join(line + "\n" for line in sorted(lines)))
+    atomic_write_text(out, _format_lines(lines))
+    if num_diversity_samples > 0:
+        atomic_write_text(Path(output_dir) / "text_samples", _format_lines(sample_lines))
+    return out
+
+
+def _sample_lines(
+    model, v: torch.Tensor, clips: Sequence[str], tokenizer: Tokenizer, n: int, max_len: int,
+    temperature: float, seed: int,
+) -> List[str]:
+    """N multinomial samples per clip, each clip under its own seed (see module docstring)."""
+    out = []
+    for j, clip in enumerate(clips):
+        with torch.random.fork_rng(devices=[v.device] if v.device.type == "cuda" else []):
+            torch.manual_seed(seed + zlib.crc32(clip.encode("utf-8")))
+            rows = v[j : j + 1].expand(n, -1).contiguous()
+            toks = sample(model, rows, max_len=max_len, temperature=temperature).tokens
+        out += [f"{sample_id(clip, k + 1)} {tokenizer.ids2text(ids)}" for k, ids in enumerate(toks.tolist())]
     return out
 

@@ -18,8 +18,8 @@ class SampleOutput:
 
     Attributes:
         tokens: (batch, length) sampled ids, eos included, 0 after it.
-        logprobs: (batch, length) log-probability of each sampled token (0 after eos);
-            differentiable when sampling with gradients.
+        logprobs: (batch, length) log-probability of each sampled token (0 after eos, and
+            0 for an eos forced at ``max_len``); differentiable when sampling with gradients.
         mask: (batch, length) 1.0 for tokens up to and including eos.
         entropy: (batch, length) entropy of each step's distribution (masked).
         states: per-step decoder hidden vectors (batch, length, hidden) when requested.
@@ -73,11 +73,15 @@ def sample(
                 kth = scores.topk(top_k, dim=-1).values[:, -1:]
                 scores = scores.masked_fill(scores < kth, float("-inf"))
             tok = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1)
-        if t == max_len - 1:
-            tok = torch.where(finished, tok, tok.new_full((), eos))
         alive = (~finished).to(logp.dtype)
+        if t == max_len - 1:
+            # truncation: eos is forced, so under the truncated policy its probability is 1
+            # and it adds nothing to log p(caption) (else the policy gradient is biased)
+            tok = torch.where(finished, tok, tok.new_full((), eos))
+            lps.append(torch.zeros_like(alive))
+        else:
+            lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
         toks.append(torch.where(finished, tok.new_zeros(()), tok))
-        lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
         ents.append(torch.special.entr(logp.exp()).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)

@@ -2,8 +2,10 @@
 
 The table has one row per (model dir, decode tag, test set), found as
 ``<exp_dir>/**/decode_<tag>/<set>/score.json`` (the layout written by stages 8-9 of
-``caption.sh``). Its content depends only on the score files, so re-running it gives
-the same bytes: no date, host or environment is written.
+``caption.sh``; word-level ensembles live in ``<exp_dir>/ensemble_<tag>/``). Columns: the
+precision metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr), then the diversity
+ones of seed 001 table 4 (Div-1, Div-2, mBLEU-4) and Vocab. Its content depends only on the
+score files, so re-running it gives the same bytes: no date, host or environment is written.
 """
 
 import json
@@ -24,7 +26,13 @@ METRIC_KEYS = (
     "CIDEr-D",
     "SPICE",
     "SPIDEr",
+    "Div-1",
+    "Div-2",
+    "mBLEU-4",
+    "Vocab",
 )
+#: Keys shown as integers.
+INTEGER_KEYS = ("Vocab",)
 
 
 @dataclass
@@ -95,11 +103,13 @@ def collect_scores(exp_dir: Union[str, Path]) -> List[ScoreRow]:
     return rows
 
 
-def _cell(value: Optional[float]) -> str:
+def _cell(value: Optional[float], key: str = "") -> str:
     if value is None:
         return "skipped"
     if math.isnan(value):
         return "nan"
+    if key in INTEGER_KEYS:
+        return str(int(round(value)))
     return f"{value:.3f}"
 
 
@@ -118,6 +128,10 @@ def format_results(rows: List[ScoreRow]) -> str:
         "see each experiment's `config.yaml` and `train.log` for them.",
         "Scores have 3 decimals; `skipped` means the metric could not run "
         "(reasons below the table).",
+        "Precision: BLEU-1..4 to SPIDEr on the 1-best captions. Diversity (seed 001, table 4): "
+        "Div-1, Div-2 (higher = more diverse) and mBLEU-4 (lower = more diverse) over the sampled "
+        "captions of each clip (`text_samples`); Vocab: distinct words of the 1-best captions. "
+        "Models named `ensemble_*` are word-level ensembles (mean of the word probabilities).",
         "",
     ]
     if not rows:
@@ -127,7 +141,7 @@ def format_results(rows: List[ScoreRow]) -> str:
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 3 + ["---:"] * len(METRIC_KEYS)) + "|")
     for r in rows:
-        cells = [r.model, r.decode_tag, r.test_set] + [_cell(r.scores.get(k)) for k in METRIC_KEYS]
+        cells = [r.model, r.decode_tag, r.test_set] + [_cell(r.scores.get(k), k) for k in METRIC_KEYS]
         lines.append("| " + " | ".join(cells) + " |")
 
     # Reasons for the skipped cells, each distinct (metric, reason) once.

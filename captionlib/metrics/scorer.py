@@ -7,22 +7,39 @@ with BLEU-1..4, METEOR 1.5 (pycocoevalcap's jar, one process reused), ROUGE-L, C
 (Liu et al., ICCV 2017). BLEU, ROUGE-L and CIDEr-D are our implementations, tested to equal
 pycocoevalcap's.
 
+Diversity next to precision (seed 001 sec. 5.4, table 4): given N sampled captions per clip
+(``text_samples`` of ``caption_decode --num_diversity_samples N``), ``Div-1``, ``Div-2`` and
+``mBLEU-4`` of :mod:`captionlib.metrics.diversity` (set-level, averaged over clips; lower
+mBLEU-4 = more diverse). ``Vocab`` is the number of distinct words in the 1-best hypotheses
+(always computed). Diversity uses the captions as the model writes them
+(:func:`captionlib.text.cleaner.clean_caption`, split at spaces), not the PTB tokenizer.
+
 The result is a flat dict with the keys of :data:`SCORE_KEYS`, each a float or ``None``,
 plus ``skipped: {key: reason}`` for every ``None``: a metric that cannot run (no Java, no
-CoreNLP jars, ...) or was not requested is never given a number.
+CoreNLP jars, no sampled captions, ...) or was not requested is never given a number.
 """
 
 import json
 import logging
 import os
 import tempfile
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d
 from captionlib.metrics.rouge import corpus_rouge_l
 
-SCORE_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
+PRECISION_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
+#: Diversity keys computed from sampled captions (``hyp_samples``).
+SAMPLE_DIVERSITY_KEYS = ("Div-1", "Div-2", "mBLEU-4")
+#: Number of distinct words of the 1-best hypotheses.
+VOCAB_KEY = "Vocab"
+SCORE_KEYS = PRECISION_KEYS + SAMPLE_DIVERSITY_KEYS + (VOCAB_KEY,)
+NO_SAMPLES_REASON = (
+    "no sampled captions (decode with caption_decode --num_diversity_samples N, "
+    "score with caption_score --hyp_samples text_samples)"
+)
 METRIC_KEYS: Dict[str, Tuple[str, ...]] = {
     "bleu": ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"),
     "bleu_1": ("BLEU-1",),
@@ -102,6 +119,7 @@ def compute_caption_scores(
     rhino_jar: Optional[str] = None,
     java: str = "java",
     tmp_dir: Optional[str] = None,
+    hyp_samples: Optional[Mapping[str, Sequence[str]]] = None,
 ) -> Dict[str, Any]:
     """Score hypotheses against references (raw captions; tokenized here).
 
@@ -116,12 +134,16 @@ def compute_caption_scores(
             :func:`captionlib.metrics.spice.compute_spice`.
         java: java executable (PTB tokenizer, METEOR, SPICE).
         tmp_dir: temporary files.
+        hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` (e.g. 5 per clip) for
+            Div-1, Div-2, mBLEU-4; ``None``: those are skipped. See :func:`diversity_scores`.
 
     Returns:
-        ``{"BLEU-1": float|None, ..., "SPIDEr": float|None, "skipped": {key: reason}}``.
+        ``{"BLEU-1": float|None, ..., "SPIDEr", "Div-1", "Div-2", "mBLEU-4", "Vocab",
+        "skipped": {key: reason}}``.
 
     Raises:
-        ValueError: if the clip sets differ, a clip has no reference, or nothing to score.
+        ValueError: if the clip sets differ (hypotheses, references or samples), a clip
+            has no reference, or nothing to score.
     """
     if set(refs) != set(hyps):
         raise ValueError("references and hypotheses must cover the same clips")
@@ -133,7 +155,7 @@ def compute_caption_scores(
     wanted = parse_metrics(metrics)
     result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
     skipped: Dict[str, str] = {}
-    for k in SCORE_KEYS:
+    for k in PRECISION_KEYS:
         if k not in wanted:
             skipped[k] = "not requested (--metrics)"
 
@@ -190,8 +212,59 @@ def compute_caption_scores(
             result["SPIDEr"] = (result["CIDEr-D"] + result["SPICE"]) / 2.0
         else:
             skipped["SPIDEr"] = f"SPIDEr needs SPICE: {skipped.get('SPICE', 'not computed')}"
+    result.update(diversity_scores(hyps, hyp_samples, skipped))
     result["skipped"] = skipped
     return result
+
+
+def diversity_scores(
+    hyps: Mapping[str, str],
+    hyp_samples: Optional[Mapping[str, Sequence[str]]],
+    skipped: Dict[str, str],
+) -> Dict[str, Optional[float]]:
+    """``Vocab`` of the 1-best ``hyps`` and Div-1/Div-2/mBLEU-4 of ``hyp_samples`` (seed 001).
+
+    Args:
+        hyps: ``{clip_id: raw 1-best caption}``.
+        hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` for exactly the clips of
+            ``hyps``, or ``None`` (then the diversity keys are ``None`` with a reason).
+        skipped: updated in place with the reason of every ``None``.
+
+    Returns:
+        ``{"Div-1", "Div-2", "mBLEU-4", "Vocab"}`` -> float or ``None``.
+
+    Raises:
+        ValueError: if the sampled clips differ from the hypothesis clips.
+    """
+    from captionlib.metrics.diversity import diversity_metrics
+    from captionlib.text.cleaner import clean_caption
+
+    out: Dict[str, Optional[float]] = {
+        VOCAB_KEY: float(len({w for h in hyps.values() for w in clean_caption(h).split()}))
+    }
+    if hyp_samples is None:
+        for k in SAMPLE_DIVERSITY_KEYS:
+            out[k] = None
+            skipped[k] = NO_SAMPLES_REASON
+        return out
+    if set(hyp_samples) != set(hyps):
+        missing = sorted(set(hyps) - set(hyp_samples))
+        extra = sorted(set(hyp_samples) - set(hyps))
+        raise ValueError(
+            f"sampled captions must cover the scored clips: {len(missing)} missing (e.g. {missing[:3]}), "
+            f"{len(extra)} extra (e.g. {extra[:3]})"
+        )
+    sets = {c: [clean_caption(s).split() for s in hyp_samples[c]] for c in sorted(hyps)}
+    div = diversity_metrics(sets)
+    sizes = sorted({len(s) for s in sets.values()})
+    for k in SAMPLE_DIVERSITY_KEYS:
+        v = div[k]
+        if v != v:  # NaN
+            out[k] = None
+            skipped[k] = f"{k} needs at least 2 sampled captions per clip (got {sizes})"
+        else:
+            out[k] = float(v)
+    return out
 
 
 # ----------------------------------------------------------------------------- files
@@ -238,13 +311,51 @@ def read_hypotheses(path: str) -> Dict[str, str]:
     return read_scp(path, allow_empty_value=True)
 
 
+#: Separator of a sample id ``<clip-id>#<k>`` in ``text_samples``.
+SAMPLE_SEP = "#"
+
+
+def sample_id(clip: str, k: int) -> str:
+    """Id of the k-th (1-based) sample of ``clip`` in ``text_samples``: ``<clip>#<k>``."""
+    return f"{clip}{SAMPLE_SEP}{k}"
+
+
+def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
+    """Read a ``text_samples`` file into ``{clip_id: [caption, ...]}`` (ordered by k).
+
+    Raises:
+        ValueError: for a malformed line, a duplicate id, or an id without ``#<k>``,
+            naming the file and line.
+    """
+    grouped: Dict[str, Dict[int, str]] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            key, _, caption = line.partition(" ")
+            clip, sep, k = key.rpartition(SAMPLE_SEP)
+            if not sep or not clip or not k.isdigit():
+                raise ValueError(f"{path}:{lineno}: expected '<clip-id>{SAMPLE_SEP}<k> <caption>', got {line!r}")
+            per = grouped.setdefault(clip, {})
+            if int(k) in per:
+                raise ValueError(f"{path}:{lineno}: duplicate sample id {key!r}")
+            per[int(k)] = caption.strip()
+    return {c: [per[k] for k in sorted(per)] for c, per in grouped.items()}
+
+
 def format_result(result: Mapping[str, Any], header: str = "") -> str:
     """Human-readable ``result.txt``: one ``<metric> <value>`` line per score key."""
     lines = [f"# {header}"] if header else []
     skipped = result.get("skipped", {})
     for k in SCORE_KEYS:
         v = result.get(k)
-        lines.append(f"{k:<8s} {v:.4f}" if v is not None else f"{k:<8s} skipped: {skipped.get(k, '')}")
+        if v is None:
+            lines.append(f"{k:<8s} skipped: {skipped.get(k, '')}")
+        elif k == VOCAB_KEY:
+            lines.append(f"{k:<8s} {int(v)}")
+        else:
+            lines.append(f"{k:<8s} {v:.4f}")
     for k, reason in skipped.items():
         if k not in SCORE_KEYS:
             lines.append(f"# note ({k}): {reason}")
@@ -258,6 +369,7 @@ def score_caption_files(
     metrics: Union[str, Sequence[str]] = DEFAULT_METRICS,
     spice_lib_dir: Optional[str] = None,
     spice_cache_dir: Optional[str] = None,
+    hyp_samples: Optional[str] = None,
     **kwargs: Any,
 ) -> Dict[str, Any]:
     """Score a decode ``text`` file against a data dir; write ``score.json`` and ``result.txt``.
@@ -269,6 +381,8 @@ def score_caption_files(
         metrics: see :func:`compute_caption_scores`.
         spice_lib_dir: CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
         spice_cache_dir: SPICE cache (default ``<dir of output>/spice_cache``).
+        hyp_samples: ``text_samples`` of ``caption_decode --num_diversity_samples`` (ids
+            ``<clip-id>#<k>``) for Div-1, Div-2, mBLEU-4; ``None``: skipped.
         **kwargs: passed to :func:`compute_caption_scores`.
 
     Returns:
@@ -276,7 +390,8 @@ def score_caption_files(
 
     Raises:
         ValueError: if a hypothesis clip has no references or a reference clip has no
-            hypothesis (naming both files), or for malformed files.
+            hypothesis (naming both files), if the samples do not cover the same clips
+            (naming the file), or for malformed files.
     """
     refs = read_references(ref_dir)
     hyps = read_hypotheses(hyp)
@@ -291,13 +406,19 @@ def score_caption_files(
         raise ValueError(
             f"{len(missing)} clips of {text_path} are missing from {hyp}, e.g. {missing[:5]}"
         )
+    samples = None
+    if hyp_samples is not None:
+        samples = read_samples(hyp_samples)
+        if set(samples) != set(hyps):
+            bad = sorted(set(samples) ^ set(hyps))
+            raise ValueError(f"{hyp_samples} and {hyp} cover different clips ({len(bad)} differ, e.g. {bad[:5]})")
     out_dir = os.path.dirname(os.path.abspath(output))
     os.makedirs(out_dir, exist_ok=True)
     if spice_cache_dir is None:
         spice_cache_dir = os.path.join(out_dir, "spice_cache")
     result = compute_caption_scores(
         refs, hyps, metrics=metrics, spice_lib_dir=spice_lib_dir,
-        spice_cache_dir=spice_cache_dir, **kwargs,
+        spice_cache_dir=spice_cache_dir, hyp_samples=samples, **kwargs,
     )
     _atomic_write(output, json.dumps(result, indent=2) + "\n")
     header = f"{hyp} vs {ref_dir} ({len(hyps)} clips)"

@@ -100,17 +100,24 @@ def get_base_parser(description: str) -> configargparse.ArgumentParser:
 
 
 def parse_args(
-    parser: configargparse.ArgumentParser, cmd: Optional[Sequence[str]] = None
+    parser: configargparse.ArgumentParser,
+    cmd: Optional[Sequence[str]] = None,
+    required: Sequence[str] = (),
 ) -> argparse.Namespace:
     """Parse strictly (unknown keys in the YAML or on the command line are errors).
 
     Handles ``--print_config``: prints the resolved options as YAML and exits 0.
-    Also sets up logging at ``--log_level`` and logs the command line.
+    Then checks the ``required`` options (checked here rather than by argparse so that
+    ``--print_config`` works alone; a missing one exits 2 with a usage message), sets up
+    logging at ``--log_level`` and logs the command line.
     """
     args = parser.parse_args(cmd)
     if args.print_config:
         print(yaml.safe_dump(config_dict(args), sort_keys=False), end="")
         sys.exit(0)
+    missing = [f"--{k}" for k in required if getattr(args, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     setup_logging(args.log_level)
     logging.info(get_commandline_args())
     return args

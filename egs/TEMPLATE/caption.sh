@@ -53,6 +53,10 @@ token_type=word # Tokenization type: word or bpe.
 min_count=1     # Minimum count of a word in the train captions to enter the vocabulary.
 nbpe=1000       # The number of BPE units (token_type=bpe).
 
+# Word2Vec related (seed 000 CRNN-W)
+word2vec=false  # Train Word2Vec on the train captions (stage 3) and initialise the decoder embeddings with it (stage 5).
+word2vec_args=  # Extra arguments for caption_train_word2vec, e.g. "--epochs 20 --vector_size 256".
+
 # XE training related
 xe_tag=     # Suffix of the XE experiment directory (empty: derived from config and args).
 xe_config=  # Config for XE training (e.g. conf/train_xe.yaml).
@@ -71,6 +75,11 @@ decode_tag=    # Suffix of the decode directory (empty: derived from config, arg
 decode_config= # Config for decoding (e.g. conf/decode.yaml).
 decode_args=   # Extra arguments for caption_decode, e.g. "--beam_size 3".
 inference_model=valid.cider_d.best.pth # Model file (in the model dir) used for decoding.
+num_diversity_samples=5 # Sampled captions per clip for Div-1/Div-2/mBLEU-4 (seed 001); 0: none.
+
+# Ensemble related (seed 000 CRNN-E)
+ensemble_models= # Model files decoded as one word-level ensemble, space-separated; "all": ${inference_model} of every model dir of this run.
+ensemble_tag=    # Name of the ensemble dir under ${expdir} (empty: derived from the model files).
 
 # Scoring related
 metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
@@ -86,8 +95,8 @@ Usage: $0 --train_sets "<train_split(s)>" --valid_set "<valid_set>" --test_sets 
 
 Stages:
     0: download (local/download.sh, only if the recipe has it)   1: data prep (local/data.sh)
-    2: feature dump   3: token list   4: statistics (CMVN, CIDEr-D df)   5: XE training
-    6: RL fine-tuning   7: checkpoint averaging   8: decoding   9: scoring, RESULTS.md
+    2: feature dump   3: token list (+ Word2Vec)   4: statistics (CMVN, CIDEr-D df)   5: XE training
+    6: RL fine-tuning   7: checkpoint averaging   8: decoding (+ samples, ensemble)   9: scoring, RESULTS.md
 
 Options:
     # General configuration
@@ -116,6 +125,10 @@ Options:
     --min_count  # Minimum word count for the vocabulary (default="${min_count}").
     --nbpe       # The number of BPE units (default="${nbpe}").
 
+    # Word2Vec related (seed 000 CRNN-W)
+    --word2vec      # Word2Vec-initialised decoder embeddings; the XE dir gets a _w2v suffix (default="${word2vec}").
+    --word2vec_args # Extra arguments for caption_train_word2vec (default="${word2vec_args}").
+
     # XE training related
     --xe_tag    # Suffix of the XE experiment directory (default="${xe_tag}").
     --xe_config # Config for XE training, required (default="${xe_config}").
@@ -134,6 +147,13 @@ Options:
     --decode_config   # Config for decoding, required (default="${decode_config}").
     --decode_args     # Extra arguments for caption_decode (default="${decode_args}").
     --inference_model # Model file used for decoding (default="${inference_model}").
+    --num_diversity_samples # Sampled captions per clip for Div-1/Div-2/mBLEU-4; 0: none (default="${num_diversity_samples}").
+
+    # Ensemble related (seed 000 CRNN-E)
+    --ensemble_models # Model files decoded as a word-level ensemble into \${expdir}/<ensemble_tag>;
+                      # "all" = \${inference_model} of every model dir of this run (default="${ensemble_models}").
+    --ensemble_tag    # Ensemble dir name; empty: ensemble_<model names joined by +>, or ensemble_<N>models_<md5>
+                      # when that is over 100 characters (default="${ensemble_tag}").
 
     # Scoring related
     --metrics       # Metrics given to caption_score (default="${metrics}").
@@ -170,6 +190,8 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
 done
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
+case "${word2vec}" in true|false) ;; *) log "Error: --word2vec must be true or false, got '${word2vec}'"; exit 2;; esac
+case "${num_diversity_samples}" in ''|*[!0-9]*) log "Error: --num_diversity_samples must be an integer >= 0, got '${num_diversity_samples}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
     # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
@@ -188,11 +210,15 @@ fi
 all_sets=$(echo "${train_set} ${valid_set} ${test_sets}" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd ' ' -)
 if [ "${token_type}" = bpe ]; then token_tag=bpe${nbpe}; else token_tag=word; fi
 token_list=data/token_list/${token_tag}/tokens.txt
+word2vec_file=data/token_list/${token_tag}/word2vec.npy
 stats_dir=${expdir}/stats_${feats_type}
 feats_stats=${stats_dir}/feats_stats.npz
 cider_df=${stats_dir}/cider_df.pkl
 if [ -z "${xe_tag}" ]; then
     xe_tag=xe_$(basename "${xe_config}" .yaml)_${feats_type}_${token_tag}$(sanitize "${xe_args}")
+    if "${word2vec}"; then
+        xe_tag+=_w2v$(sanitize "${word2vec_args}")
+    fi
 fi
 xe_exp=${expdir}/${xe_tag}
 rl_config_of() { if [ -n "${rl_config}" ]; then echo "${rl_config}"; else echo "conf/train_$1.yaml"; fi; }
@@ -203,6 +229,35 @@ for _algo in ${rl_algo}; do
 done
 if [ -z "${decode_tag}" ]; then
     decode_tag=$(basename "${decode_config}" .yaml)$(sanitize "${decode_args}")_model_${inference_model%.pth}
+fi
+# Word-level ensemble: its model files and its dir (${expdir}/ensemble_<names of the models>)
+ensemble_files=()
+for _m in ${ensemble_models}; do
+    if [ "${_m}" = all ]; then
+        for _dir in ${model_dirs}; do
+            ensemble_files+=("${_dir}/${inference_model}")
+        done
+    else
+        ensemble_files+=("${_m}")
+    fi
+done
+ensemble_dir=
+if [ ${#ensemble_files[@]} -gt 0 ]; then
+    if [ -z "${ensemble_tag}" ]; then
+        # exp/xe_a/valid.cider_d.best.pth exp/xe_a/scst_b/valid.cider_d.best.pth -> ensemble_xe_a+xe_a-scst_b
+        _names=()
+        for _m in "${ensemble_files[@]}"; do
+            _n=${_m#"${expdir}"/}
+            _n=${_n%/"${inference_model}"}
+            _n=${_n%.pth}
+            _names+=("$(sanitize "${_n//\//-}")")
+        done
+        ensemble_tag=ensemble_$(IFS=+; echo "${_names[*]}")
+        if [ ${#ensemble_tag} -gt 100 ]; then
+            ensemble_tag=ensemble_${#ensemble_files[@]}models_$(printf '%s\n' "${ensemble_files[@]}" | md5sum | cut -c1-8)
+        fi
+    fi
+    ensemble_dir=${expdir}/${ensemble_tag}
 fi
 
 # Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
@@ -265,6 +320,12 @@ if ! "${skip_data_prep}"; then
         log "Stage 3: Token list (${token_tag}) from data/${train_set}/text: ${token_list}"
         ${python} -m captionbin.caption_tokenize --text "data/${train_set}/text" --token_type "${token_type}" \
             --min_count "${min_count}" --nbpe "${nbpe}" --output_dir "$(dirname "${token_list}")"
+        if "${word2vec}"; then
+            log "Stage 3: Word2Vec on data/${train_set}/text aligned with ${token_list}: ${word2vec_file}"
+            # shellcheck disable=SC2086
+            ${python} -m captionbin.caption_train_word2vec --text "data/${train_set}/text" \
+                --token_list "${token_list}" --output "${word2vec_file}" ${word2vec_args}
+        fi
     fi
 
     if [ ${stage} -le 4 ] && [ ${stop_stage} -ge 4 ]; then
@@ -283,13 +344,18 @@ if ! "${skip_train}"; then
     if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
         log "Stage 5: XE training: ${xe_exp} (log: ${xe_exp}/train.log)"
         write_run_sh "${xe_exp}" --stage 5
+        _w2v_opts=
+        if "${word2vec}"; then
+            [ -f "${word2vec_file}" ] || { log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1; }
+            _w2v_opts="--init_embedding ${word2vec_file}"
+        fi
         # shellcheck disable=SC2086
         ${cuda_cmd} --gpu "${ngpu}" "${xe_exp}/train.log" \
             ${python} -m captionbin.caption_train --config "${xe_config}" \
                 --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
                 --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
                 --token_list "${token_list}" --feats_stats "${feats_stats}" \
-                --output_dir "${xe_exp}" --ngpu "${ngpu}" ${xe_args}
+                --output_dir "${xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args}
     fi
 
     if [ ${stage} -le 6 ] && [ ${stop_stage} -ge 6 ]; then
@@ -328,13 +394,26 @@ if ! "${skip_eval}"; then
                 log "Stage 8: Decoding ${dset} with ${_dir}/${inference_model}: ${_dir}/decode_${decode_tag}/${dset}"
                 scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
                     --decode_config "${decode_config}" --decode_args "${decode_args}" \
+                    --num_diversity_samples "${num_diversity_samples}" \
                     "${_dir}/${inference_model}" "${dumpdir}/${feats_type}/${dset}" "${_dir}/decode_${decode_tag}/${dset}"
             done
         done
+        if [ -n "${ensemble_dir}" ]; then
+            mkdir -p "${ensemble_dir}"
+            printf '%s\n' "${ensemble_files[@]}" > "${ensemble_dir}/models.txt"
+            for dset in ${test_sets}; do
+                log "Stage 8: Decoding ${dset} with the word-level ensemble of ${ensemble_files[*]}: ${ensemble_dir}/decode_${decode_tag}/${dset}"
+                scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
+                    --decode_config "${decode_config}" --decode_args "${decode_args}" \
+                    --num_diversity_samples "${num_diversity_samples}" \
+                    "$(IFS=,; echo "${ensemble_files[*]}")" "${dumpdir}/${feats_type}/${dset}" \
+                    "${ensemble_dir}/decode_${decode_tag}/${dset}"
+            done
+        fi
     fi
 
     if [ ${stage} -le 9 ] && [ ${stop_stage} -ge 9 ]; then
-        for _dir in ${model_dirs}; do
+        for _dir in ${model_dirs} ${ensemble_dir}; do
             for dset in ${test_sets}; do
                 _ddir=${_dir}/decode_${decode_tag}/${dset}
                 log "Stage 9: Scoring ${_ddir} (${metrics})"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs
 # (conf/train_xe.yaml, conf/train_scst.yaml -> conf/tuning/*_debug.yaml; conf/decode.yaml -> decode_debug.yaml).
+# Covers seed 000's CRNN-W (Word2Vec-initialised XE), CRNN-R (SCST from it) and a word-level
+# ensemble of both (CRNN-E style), each decoded with 5 sampled captions per clip for the
+# diversity columns (Div-1, Div-2, mBLEU-4) of RESULTS.md.
 # Options: ./run.sh --help
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
@@ -20,6 +23,9 @@ done
     --nj 2 --inference_nj 2 \
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \
+    --word2vec true \
     --rl_algo scst \
     --decode_config conf/decode.yaml \
+    --num_diversity_samples 5 \
+    --ensemble_models all \
     ${args[@]+"${args[@]}"}

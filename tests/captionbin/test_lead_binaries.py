@@ -32,7 +32,7 @@ def test_print_config_is_loadable_yaml(name):
 
 @pytest.mark.parametrize("conf", sorted(REPO.glob("egs/*/conf/tuning/train_*.yaml")), ids=lambda p: p.name)
 def test_every_recipe_train_config_parses(conf):
-    name = "caption_rl_train" if "scst" in conf.name else "caption_train"
+    name = "caption_train" if conf.name.startswith("train_xe") else "caption_rl_train"
     mod = importlib.import_module(f"captionbin.{name}")
     args = mod.get_parser().parse_args(["--config", str(conf)])
     assert args.max_epoch >= 1

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC1091  # utils/ is relative to the recipe directory
 
-# Decode one feature dir with one model in parallel jobs and merge the hypotheses.
+# Decode one feature dir with one model (or a word-level ensemble of several) in parallel jobs
+# and merge the hypotheses.
 # Shards <feats_dir>/feats.scp with utils/split_scp.pl into <decode_dir>/log/keys.JOB.scp, runs
-# captionbin.caption_decode under "${cmd} JOB=1:N", and merges output.*/text into <decode_dir>/text.
-# A .done marker newer than the model file makes re-running a finished decode a no-op.
+# captionbin.caption_decode under "${cmd} JOB=1:N", and merges output.*/text into <decode_dir>/text
+# (and output.*/text_samples into <decode_dir>/text_samples with --num_diversity_samples N > 0:
+# N sampled captions per clip, ids <clip-id>#<k>, for Div-1/Div-2/mBLEU-4).
+# <model-file> may be a comma-separated list: the models are decoded as a word-level ensemble.
+# A .done marker newer than the model file(s) and holding the same options makes re-running a
+# finished decode a no-op.
 set -euo pipefail
 
 log() {
@@ -18,11 +23,14 @@ nj=4              # The maximum number of parallel jobs (capped by the number of
 python=python3    # Python command.
 decode_config=    # Config for caption_decode (required).
 decode_args=      # Extra arguments for caption_decode.
+num_diversity_samples=0 # N > 0: also write text_samples with N sampled captions per clip.
 
 help_message=$(cat << EOF
-Usage: $0 [options] <model-file> <feats-dir> <decode-dir>
+Usage: $0 [options] <model-file>[,<model-file>...] <feats-dir> <decode-dir>
 e.g.
   $0 --nj 4 --decode_config conf/decode.yaml exp/xe_x/valid.cider_d.best.pth dump/logmel/evaluation exp/xe_x/decode_decode_model_valid.cider_d.best/evaluation
+  # word-level ensemble of two models, with 5 sampled captions per clip
+  $0 --num_diversity_samples 5 --decode_config conf/decode.yaml exp/a/valid.cider_d.best.pth,exp/b/valid.cider_d.best.pth dump/logmel/evaluation exp/ensemble_a+b/decode_x/evaluation
 
 Options:
   --cmd           # Job wrapper (default="${cmd}").
@@ -30,6 +38,7 @@ Options:
   --python        # Python command (default="${python}").
   --decode_config # Config for caption_decode (required).
   --decode_args   # Extra arguments for caption_decode (default="${decode_args}").
+  --num_diversity_samples # Sampled captions per clip for diversity metrics; 0: none (default="${num_diversity_samples}").
 EOF
 )
 
@@ -41,16 +50,30 @@ if [ $# -ne 3 ]; then
     log "Error: 3 positional arguments are required."
     exit 2
 fi
-model_file=$1
+IFS=, read -r -a model_files <<< "$1"
 feats_dir=$2
 dir=$3
 logdir=${dir}/log
 
 [ -n "${decode_config}" ] || { log "Error: --decode_config is required"; exit 2; }
-for f in "${model_file}" "${feats_dir}/feats.scp"; do
+[ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
+for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
 done
-if [ -f "${dir}/.done" ] && [ "${dir}/.done" -nt "${model_file}" ]; then
+model_opts=()
+for f in "${model_files[@]}"; do
+    model_opts+=(--model_file "${f}")
+done
+# The .done marker holds the options: a decode with other options is redone.
+_key="models=$1 decode_config=${decode_config} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples}"
+_done=false
+if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
+    _done=true
+    for f in "${model_files[@]}"; do
+        [ "${dir}/.done" -nt "${f}" ] || _done=false
+    done
+fi
+if "${_done}"; then
     log "${dir} is already decoded (remove ${dir}/.done to redo)"
     exit 0
 fi
@@ -58,7 +81,7 @@ fi
 _num=$(wc -l < "${feats_dir}/feats.scp")
 _nj=$((nj < _num ? nj : _num))
 mkdir -p "${logdir}"
-rm -rf "${dir}"/output.* "${dir}/text" "${dir}/.done"
+rm -rf "${dir}"/output.* "${dir}/text" "${dir}/text_samples" "${dir}/.done"
 split_scps=()
 for n in $(seq "${_nj}"); do
     split_scps+=("${logdir}/keys.${n}.scp")
@@ -67,8 +90,9 @@ utils/split_scp.pl "${feats_dir}/feats.scp" "${split_scps[@]}"
 
 # shellcheck disable=SC2086
 ${cmd} JOB=1:"${_nj}" "${logdir}/decode.JOB.log" \
-    ${python} -m captionbin.caption_decode --config "${decode_config}" --model_file "${model_file}" \
-        --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu 0 ${decode_args}
+    ${python} -m captionbin.caption_decode --config "${decode_config}" "${model_opts[@]}" \
+        --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu 0 \
+        --num_diversity_samples "${num_diversity_samples}" ${decode_args}
 
 for n in $(seq "${_nj}"); do
     cat "${dir}/output.${n}/text"
@@ -79,5 +103,15 @@ if [ "${_hyp}" -ne "${_num}" ]; then
     log "Error: ${dir}/text has ${_hyp} lines but ${feats_dir}/feats.scp has ${_num} clips"
     exit 1
 fi
-touch "${dir}/.done"
+if [ "${num_diversity_samples}" -gt 0 ]; then
+    for n in $(seq "${_nj}"); do
+        cat "${dir}/output.${n}/text_samples"
+    done | LC_ALL=C sort -k1,1 > "${dir}/text_samples"
+    _samples=$(wc -l < "${dir}/text_samples")
+    if [ "${_samples}" -ne $((_num * num_diversity_samples)) ]; then
+        log "Error: ${dir}/text_samples has ${_samples} lines, expected ${_num} clips x ${num_diversity_samples} samples"
+        exit 1
+    fi
+fi
+echo "${_key}" > "${dir}/.done"
 log "Successfully finished. [elapsed=${SECONDS}s]"

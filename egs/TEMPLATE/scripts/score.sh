@@ -3,7 +3,10 @@
 
 # Score one decode dir against the references of a data dir with captionbin.caption_score:
 # writes <decode-dir>/score.json and result.txt (log: <decode-dir>/log/score.log).
-# A .score.done marker (holding the metric options) newer than <decode-dir>/text makes re-running a no-op.
+# When <decode-dir>/text_samples exists (caption_decode --num_diversity_samples), it is passed as
+# --hyp_samples: score.json then also has Div-1, Div-2 and mBLEU-4 (seed 001).
+# A .score.done marker (holding the metric options) newer than <decode-dir>/text (and text_samples)
+# makes re-running a no-op.
 set -euo pipefail
 
 log() {
@@ -42,8 +45,14 @@ ref_dir=$1
 dir=$2
 
 [ -f "${dir}/text" ] || { log "Error: ${dir}/text not found (run the decoding stage first)"; exit 1; }
-_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir}"
-if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${dir}/text" ] \
+samples_opts=()
+_newest=${dir}/text
+if [ -f "${dir}/text_samples" ]; then
+    samples_opts=(--hyp_samples "${dir}/text_samples")
+    [ "${dir}/text_samples" -nt "${_newest}" ] && _newest=${dir}/text_samples
+fi
+_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]}"
+if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${_newest}" ] \
         && [ "$(cat "${dir}/.score.done")" = "${_key}" ]; then
     log "${dir} is already scored (remove ${dir}/.score.done to redo)"
     exit 0
@@ -53,6 +62,7 @@ rm -f "${dir}/.score.done"
 # shellcheck disable=SC2086
 ${cmd} "${dir}/log/score.log" \
     ${python} -m captionbin.caption_score --ref_dir "${ref_dir}" --hyp "${dir}/text" --metrics "${metrics}" \
-        --output "${dir}/score.json" ${spice_lib_dir:+--spice_lib_dir "${spice_lib_dir}"}
+        --output "${dir}/score.json" ${spice_lib_dir:+--spice_lib_dir "${spice_lib_dir}"} \
+        ${samples_opts[@]+"${samples_opts[@]}"}
 echo "${_key}" > "${dir}/.score.done"
 log "Successfully finished. [elapsed=${SECONDS}s]"

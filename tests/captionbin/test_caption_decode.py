@@ -1,0 +1,94 @@
+"""caption_decode: 1-best text, diversity samples (text_samples) and word-level ensembles."""
+
+import numpy as np
+import pytest
+import torch
+
+from captionbin.caption_decode import main
+from captionlib.io.feats import FeatWriter
+from captionlib.metrics.scorer import read_samples
+from captionlib.models.captioner import Captioner, model_file_dict
+
+V = 10
+TOKENS = ["<blank>", "<unk>"] + [f"w{i}" for i in range(V - 3)] + ["<sos/eos>"]
+CONF = {"vocab_size": V, "encoder_conf": {"rnn_units": 8}, "decoder_conf": {"hidden_size": 16}}
+CLIPS = ["clip-a", "clip-b", "clip-c"]
+
+
+def _model_file(path, seed, tokens=TOKENS):
+    torch.manual_seed(seed)
+    model = Captioner(**CONF)
+    torch.save(model_file_dict(model, CONF, tokens), path)
+    return str(path)
+
+
+@pytest.fixture
+def setup(tmp_path):
+    rng = np.random.default_rng(0)
+    with FeatWriter(tmp_path / "feats", "ark") as w:
+        for i, c in enumerate(CLIPS):
+            w[c] = rng.standard_normal((30 + 5 * i, 64)).astype(np.float32)
+    return tmp_path, str(tmp_path / "feats.scp")
+
+
+def _lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_text_samples_has_n_per_clip(setup):
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    out = tmp / "dec"
+    main(["--model_file", a, "--feats_scp", scp, "--output_dir", str(out), "--max_len", "8",
+          "--num_diversity_samples", "5"])
+    assert [line.split()[0] for line in _lines(out / "text")] == CLIPS
+    ids = [line.split(" ", 1)[0] for line in _lines(out / "text_samples")]
+    assert sorted(ids) == sorted(f"{c}#{k}" for c in CLIPS for k in range(1, 6))
+    samples = read_samples(out / "text_samples")
+    assert set(samples) == set(CLIPS) and all(len(s) == 5 for s in samples.values())
+    # random samples of an untrained model differ from each other
+    assert any(len(set(s)) > 1 for s in samples.values())
+
+    # samples of a clip do not depend on the batching (per-clip seeds)
+    out2 = tmp / "dec2"
+    main(["--model_file", a, "--feats_scp", scp, "--output_dir", str(out2), "--max_len", "8",
+          "--num_diversity_samples", "5", "--batch_size", "1"])
+    assert (out2 / "text_samples").read_text() == (out / "text_samples").read_text()
+    assert (out2 / "text").read_text() == (out / "text").read_text()
+
+    # without the option no text_samples is written
+    out3 = tmp / "dec3"
+    main(["--model_file", a, "--feats_scp", scp, "--output_dir", str(out3), "--max_len", "8"])
+    assert not (out3 / "text_samples").exists()
+
+
+def test_ensemble_decoding(setup, tmp_path):
+    tmp, scp = setup
+    a, b = _model_file(tmp / "a.pth", 0), _model_file(tmp / "b.pth", 1)
+    for beam in ["1", "3"]:
+        outs = {}
+        for name, files in [("a", [a]), ("aa", [a, a]), ("ab", [a, b])]:
+            out = tmp / f"dec_{name}_{beam}"
+            args = [x for f in files for x in ("--model_file", f)]
+            main(args + ["--feats_scp", scp, "--output_dir", str(out), "--max_len", "8", "--beam_size", beam])
+            outs[name] = (out / "text").read_text()
+        assert outs["aa"] == outs["a"]  # mean of identical distributions = the distribution
+        assert len(outs["ab"].splitlines()) == len(CLIPS)
+    # the ensemble option also works from a YAML config (configargparse list)
+    cfg = tmp_path / "decode.yaml"
+    cfg.write_text(f"model_file: [{a}, {b}]\nmax_len: 8\n")
+    main(["--config", str(cfg), "--feats_scp", scp, "--output_dir", str(tmp / "dec_cfg")])
+    assert (tmp / "dec_cfg" / "text").read_text() == (tmp / "dec_ab_1" / "text").read_text()
+
+
+def test_ensemble_with_other_token_list_fails(setup):
+    tmp, scp = setup
+    other = list(TOKENS)
+    other[4] = "other"
+    a, c = _model_file(tmp / "a.pth", 0), _model_file(tmp / "c.pth", 0, other)
+    with pytest.raises(SystemExit) as e:
+        main(["--model_file", a, "--model_file", c, "--feats_scp", scp, "--output_dir", str(tmp / "x")])
+    assert e.value.code == 1
+    with pytest.raises(SystemExit) as e:
+        main(["--feats_scp", scp, "--output_dir", str(tmp / "x")])
+    assert e.value.code != 0

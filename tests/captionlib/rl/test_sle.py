@@ -1,0 +1,177 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from captionlib.metrics.bleu import sentence_bleu
+from captionlib.models.captioner import Captioner
+from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss
+from captionlib.rl.sle import SLE, bleu_distances, diversity_advantages, sle_loss, symmetric_distances
+from captionlib.text.tokenizer import Tokenizer
+
+TOKENS = ["<blank>", "<unk>", "a", "dog", "barks", "rain", "falls", "<sos/eos>"]
+
+
+class WordSetReward:
+    """Test double: reward = number of words of the candidate in {dog, barks}; records calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, clip_ids, candidates):
+        r = np.array([float(sum(w in ("dog", "barks") for w in c)) for c in candidates])
+        self.calls.append((list(clip_ids), [list(c) for c in candidates], r))
+        return {"reward": r}
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.0}, encoder_conf={"dropout": 0.0})
+
+
+def _batch():
+    torch.manual_seed(123)
+    return ["c1", "c2"], torch.randn(2, 40, 64), torch.tensor([40, 32])
+
+
+def _d(y, y_ref):
+    """Independent reference: 1 - (BLEU-3 + BLEU-4) / 2 with y_ref the only reference."""
+    if list(y) == list(y_ref):
+        return 0.0
+    b = sentence_bleu(y, [y_ref], n=4)
+    return 1.0 - (b[2] + b[3]) / 2.0
+
+
+def test_distance_zero_for_identical_and_symmetry():
+    caps = [
+        "a dog barks".split(),  # shorter than 4 words: smoothed self-BLEU-4 is not 1, d must still be 0
+        "a dog barks".split(),
+        "a dog barks at the rain".split(),
+        "rain falls on a roof now".split(),
+        "a dog barks at the mailman".split(),
+    ]
+    d = bleu_distances(caps)
+    assert d.shape == (5, 5)
+    assert np.all(np.diag(d) == 0.0) and d[0, 1] == 0.0 and d[1, 0] == 0.0
+    assert np.all((d >= 0) & (d <= 1))
+    # equal lengths (6 words): BLEU with the other as reference is symmetric, so d is
+    for j, k in [(2, 3), (2, 4), (3, 4)]:
+        assert d[j, k] == pytest.approx(d[k, j], abs=1e-12)
+    # different lengths: the brevity penalty makes the directed d asymmetric ...
+    assert abs(d[0, 2] - d[2, 0]) > 1e-3
+    # ... and the estimator uses the symmetrised distance
+    dbar = symmetric_distances(caps)
+    assert np.allclose(dbar, dbar.T) and dbar[0, 2] == pytest.approx((d[0, 2] + d[2, 0]) / 2)
+    for j in range(5):
+        for k in range(5):
+            assert d[j, k] == pytest.approx(_d(caps[j], caps[k]), abs=1e-12)
+
+
+def test_distance_value_by_hand():
+    y, yp = "a b c d".split(), "a b c e".split()
+    p = [3 / 4, 2 / 3, 1 / 2, (0 + 1e-15) / (1 + 1e-9)]
+    b3 = (p[0] * p[1] * p[2]) ** (1 / 3)
+    b4 = (p[0] * p[1] * p[2] * p[3]) ** (1 / 4)
+    assert bleu_distances([y, yp])[0, 1] == pytest.approx(1 - (b3 + b4) / 2, rel=1e-6)
+    # disjoint captions are at distance ~1
+    assert bleu_distances(["a b c d".split(), "w x y z".split()])[0, 1] > 0.999
+
+
+def test_diversity_term_pushes_toward_the_far_sample():
+    caps = ["a dog barks at the rain".split()] * 2 + ["rain falls on a roof now".split()]
+    dbar = torch.tensor(symmetric_distances(caps), dtype=torch.float32).unsqueeze(0)
+    q, b, adv = diversity_advantages(dbar)
+    assert b[0, 0] == pytest.approx(dbar.sum() / 9)
+    assert adv[0, 2] > 0 and adv[0, 0] < 0 and adv[0, 1] < 0
+    assert adv.sum().abs() < 1e-6  # the mean-pairwise-distance baseline centres the advantage
+    # alpha = 0 (pure diversity): a gradient step raises log p of the far sample only
+    logp = torch.zeros(3, 4, requires_grad=True)
+    mask = torch.ones(3, 4)
+    loss, _ = sle_loss(logp, mask, torch.zeros(1, 3), torch.zeros(1), dbar, alpha=0.0)
+    loss.backward()
+    step = -logp.grad.sum(1)
+    assert step[2] > 0 and step[0] < 0 and step[1] < 0
+
+
+def test_alpha_one_is_scst_with_s_samples():
+    # pure function: alpha = 1 ignores distances and equals REINFORCE with the greedy baseline
+    torch.manual_seed(0)
+    logp = torch.randn(6, 5, requires_grad=True)
+    mask = (torch.rand(6, 5) > 0.3).float()
+    r, g = torch.rand(2, 3), torch.rand(2)
+    dbar = torch.rand(2, 3, 3)
+    loss, _ = sle_loss(logp, mask, r, g, dbar, alpha=1.0)
+    ref = policy_gradient_loss(logp, mask, (r - g.view(-1, 1)).reshape(-1))
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+    # whole objective: same samples (same seed) -> same loss and gradients as PolicyGradient
+    grads = []
+    for obj in (
+        SLE(WordSetReward(), Tokenizer(TOKENS), num_samples=4, alpha=1.0, max_len=6),
+        PolicyGradient(WordSetReward(), Tokenizer(TOKENS), num_samples=4, baseline="greedy", max_len=6),
+    ):
+        model = _model()
+        batch = _batch()
+        torch.manual_seed(7)
+        loss, stats = obj(model, batch)
+        loss.backward()
+        g = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        grads.append((loss.item(), stats["reward"], stats["baseline"], g))
+    (l1, r1, b1, g1), (l2, r2, b2, g2) = grads
+    assert l1 == pytest.approx(l2, rel=1e-6) and r1 == r2 and b1 == b2
+    assert len(g1) == len(g2) and all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g1, g2))
+
+
+def test_stats_are_computed_as_specified():
+    reward = WordSetReward()
+    s = 4
+    obj = SLE(reward, Tokenizer(TOKENS), num_samples=s, alpha=0.75, max_len=6)
+    model = _model()
+    torch.manual_seed(3)
+    loss, stats = obj(model, _batch())
+    keys = ("reward", "baseline", "advantage", "entropy", "diversity", "precision_advantage", "diversity_advantage")
+    for key in keys:
+        assert key in stats and math.isfinite(stats[key])
+    keys, cands, r = reward.calls[-1]
+    assert keys == ["c1"] * s + ["c2"] * s + ["c1", "c2"]
+    samples, rs, rg = cands[: 2 * s], r[: 2 * s].reshape(2, s), r[2 * s:]
+    assert stats["reward"] == pytest.approx(rs.mean())
+    assert stats["baseline"] == pytest.approx(rg.mean())
+    assert stats["precision_advantage"] == pytest.approx((rs - rg[:, None]).mean(), abs=1e-6)
+    # diversity: mean over clips of the mean symmetric distance over pairs j != k
+    div, adv_div = [], []
+    for i in range(2):
+        caps = samples[i * s : (i + 1) * s]
+        pair = [(_d(caps[j], caps[k]) + _d(caps[k], caps[j])) / 2 for j in range(s) for k in range(s) if j != k]
+        div.append(np.mean(pair))
+        full = np.array([[(_d(caps[j], caps[k]) + _d(caps[k], caps[j])) / 2 for k in range(s)] for j in range(s)])
+        a_div = 2 * (full.mean(1) - full.mean())
+        adv_div.append(a_div)
+    assert stats["diversity"] == pytest.approx(np.mean(div), abs=1e-5)
+    assert stats["diversity_advantage"] == pytest.approx(np.abs(adv_div).mean(), abs=1e-5)
+    prec = rs - rg[:, None]
+    assert stats["advantage"] == pytest.approx((0.75 * prec + 0.25 * np.array(adv_div)).mean(), abs=1e-5)
+
+
+def test_sle_training_increases_reward():
+    model = _model()
+    model.encoder.requires_grad_(False)  # keep the test fast: train the decoder only
+    obj = SLE(WordSetReward(), Tokenizer(TOKENS), num_samples=5, alpha=0.75, max_len=5)
+    opt = torch.optim.Adam(model.decoder.parameters(), lr=0.01)
+    batch = _batch()
+    torch.manual_seed(0)
+    rewards = []
+    for _ in range(25):
+        loss, stats = obj(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rewards.append(stats["reward"])
+    assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 1.0
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="num_samples"):
+        SLE(WordSetReward(), Tokenizer(TOKENS), num_samples=1)
+    with pytest.raises(ValueError, match="alpha"):
+        SLE(WordSetReward(), Tokenizer(TOKENS), alpha=1.5)
