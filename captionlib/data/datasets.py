@@ -101,7 +101,7 @@ def pad_feats(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]
     lens = torch.tensor([a.shape[0] for a in arrays], dtype=torch.long)
     out = torch.zeros(len(arrays), int(lens.max()), arrays[0].shape[1])
     for i, a in enumerate(arrays):
-        out[i, : a.shape[0]] = torch.from_numpy(np.asarray(a, dtype=np.float32))
+        out[i, : a.shape[0]] = torch.tensor(np.asarray(a, dtype=np.float32))
     return out, lens
 
 

@@ -24,7 +24,7 @@ done
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \
     --word2vec true \
-    --rl_algo scst \
+    --rl_algo "scst reinforce_plus sle ac mc_pg multitask" \
     --decode_config conf/decode.yaml \
     --num_diversity_samples 5 \
     --ensemble_models all \

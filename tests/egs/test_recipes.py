@@ -186,15 +186,17 @@ E2E_NEEDS = [
     "utils/split_scp.pl",
 ]
 _missing = [p for p in E2E_NEEDS if not (ROOT / p).exists()]
+RL_ALGOS = ["scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask"]
 
 
 @pytest.mark.skipif(bool(_missing), reason="mini_clotho needs files not written yet: " + ", ".join(_missing))
 def test_mini_clotho_end_to_end(tmp_path):
     """Run egs/mini_clotho/run.sh from a clean copy; check RESULTS.md and every score.json.
 
-    The mini run covers: Word2Vec-initialised XE (CRNN-W, exp/xe_*_w2v), SCST from it, a
-    word-level ensemble of both (exp/ensemble_*), each decoded on 2 test sets with 5 sampled
-    captions per clip (diversity columns).
+    The mini run covers: Word2Vec-initialised XE (CRNN-W, exp/xe_*_w2v), every RL objective
+    from it (scst, reinforce_plus, sle, ac, mc_pg, multitask), a word-level ensemble of all
+    of them (exp/ensemble_*), each decoded on 2 test sets with 5 sampled captions per clip
+    (diversity columns).
     """
     # A copy keeps the user's own egs/mini_clotho outputs intact; relative symlinks still resolve.
     ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
@@ -213,9 +215,14 @@ def test_mini_clotho_end_to_end(tmp_path):
     rows = [line for line in lines if line.startswith("| xe_") or line.startswith("| ensemble_")]
     models = [row.split("|")[1].strip() for row in rows]
     xe_rows = [m for m in models if m.startswith("xe_") and "/" not in m]
-    scst_rows = [m for m in models if m.startswith("xe_") and "/scst_" in m]
     ens_rows = [m for m in models if m.startswith("ensemble_")]
-    assert len(xe_rows) == 2 and len(scst_rows) == 2 and len(ens_rows) == 2, results  # 2 test sets each
+    assert len(xe_rows) == 2 and len(ens_rows) == 2, results  # 2 test sets each
+    for algo in RL_ALGOS:  # one row per objective and test set
+        assert len([m for m in models if m.startswith("xe_") and f"/{algo}_" in m]) == 2, (algo, results)
+        hist = json.loads(next((d / "exp").glob(f"xe_*/{algo}_*/history.json")).read_text())
+        assert len(hist) == 2  # max_epoch of the debug configs
+        for key in ["train_reward", "train_baseline", "train_advantage", "train_entropy", "valid_cider_d"]:
+            assert all(np.isfinite(h[key]) for h in hist), (algo, key, hist)
     assert all(m.endswith("_w2v") for m in xe_rows), xe_rows  # --word2vec true
     for row in rows:
         cells = dict(zip(cols, [c.strip() for c in row.split("|")[1:-1]]))
@@ -229,10 +236,10 @@ def test_mini_clotho_end_to_end(tmp_path):
     xe_dir = d / "exp" / xe_rows[0]
     assert "word2vec.npy" in (xe_dir / "config.yaml").read_text()
     ens_dir = d / "exp" / ens_rows[0]
-    assert len((ens_dir / "models.txt").read_text().split()) == 2
+    assert len((ens_dir / "models.txt").read_text().split()) == 1 + len(RL_ALGOS)  # --ensemble_models all
 
     decode_dirs = sorted(p for p in (d / "exp").glob("**/decode_*/*") if p.is_dir())
-    assert len(decode_dirs) == 6
+    assert len(decode_dirs) == 2 * (2 + len(RL_ALGOS))
     for p in decode_dirs:
         score = json.loads((p / "score.json").read_text())
         assert "CIDEr-D" in score and "skipped" in score
