@@ -261,6 +261,14 @@ if [ ${#ensemble_files[@]} -gt 0 ]; then
 fi
 
 # Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
+# Keep the log of an earlier (e.g. killed, now resumed) run as <log>.N instead of overwriting it.
+keep_old_log() {
+    local n=1
+    [ -f "$1" ] || return 0
+    while [ -f "$1.${n}" ]; do n=$((n + 1)); done
+    mv "$1" "$1.${n}"
+}
+
 write_run_sh() {
     local dir=$1 back
     shift
@@ -344,6 +352,7 @@ if ! "${skip_train}"; then
     if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
         log "Stage 5: XE training: ${xe_exp} (log: ${xe_exp}/train.log)"
         write_run_sh "${xe_exp}" --stage 5
+        keep_old_log "${xe_exp}/train.log"
         _w2v_opts=
         if "${word2vec}"; then
             [ -f "${word2vec_file}" ] || { log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1; }
@@ -365,6 +374,7 @@ if ! "${skip_train}"; then
             log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from ${xe_exp}: ${_rl_exp} (log: ${_rl_exp}/train.log)"
             [ -f "${_cfg}" ] || { log "Error: RL config ${_cfg} not found (give --rl_config)"; exit 1; }
             write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
+            keep_old_log "${_rl_exp}/train.log"
             # shellcheck disable=SC2086
             ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
                 ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
