@@ -111,7 +111,8 @@ def beam_search(
 
     Finished hypotheses stay in the beam with their final score (their only
     continuation is padding at no cost), so they compete with unfinished ones until the
-    end. Final ranking uses ``score / length ** length_penalty`` (0 = plain log-prob sum).
+    end. At ``max_len`` eos is forced at no cost, as in :func:`sample`, so the hypothesis
+    ranked best is exactly the one returned. Final ranking uses ``score / length ** length_penalty`` (0 = plain log-prob sum).
 
     Args:
         model: step-wise decoder; v: (batch, embed).
@@ -121,7 +122,16 @@ def beam_search(
         (batch, length) ids of the best hypothesis per clip (eos kept, 0-padded).
     """
     batch, k, eos = v.size(0), beam_size, model.eos_id
+
+    def forced_eos(logp: torch.Tensor) -> torch.Tensor:
+        # truncation at max_len: eos is the only continuation, at no cost (as in sample())
+        out = torch.full_like(logp, float("-inf"))
+        out[:, eos] = 0.0
+        return out
+
     logp, state = model.first_step(v)  # (B, V)
+    if max_len <= 1:
+        logp = forced_eos(logp)
     vocab = logp.size(-1)
     scores, tok = logp.topk(min(k, vocab), dim=-1)  # (B, k)
     k = scores.size(1)
@@ -131,10 +141,12 @@ def beam_search(
     scores = scores.reshape(batch * k)
     finished = seqs[:, 0] == eos
     lengths = torch.ones(batch * k, device=v.device)
-    for _ in range(max_len - 1):
+    for t in range(1, max_len):
         if bool(finished.all()):
             break
         logp, state = model.step(seqs[:, -1].clamp(min=0), state)
+        if t == max_len - 1:
+            logp = forced_eos(logp)
         # finished beams: only padding continues them, at no cost
         logp = torch.where(finished[:, None], torch.full_like(logp, float("-inf")), logp)
         logp[:, 0] = torch.where(finished, torch.zeros_like(scores), logp.new_full((), float("-inf")))
@@ -150,7 +162,4 @@ def beam_search(
         finished = prev_finished | (tok == eos)
     final = scores / lengths.pow(length_penalty) if length_penalty else scores
     best = final.reshape(batch, k).argmax(-1) + torch.arange(batch, device=v.device) * k
-    out = seqs[best]
-    unfinished = ~(out == eos).any(1)  # hit max_len: its last token becomes eos
-    out[unfinished, -1] = eos
-    return out
+    return seqs[best]

@@ -57,11 +57,21 @@ class Captioner(nn.Module):
         dec_conf = dict(decoder_conf or {})
         dec_conf.setdefault("embed_size", self.encoder.output_size)
         self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
+        self.freeze_encoder = False  # training option (not saved): see train()
         self.specaug = None
         if specaug_conf:
             from captionlib.audio.specaug import SpecAugment
 
             self.specaug = SpecAugment(**specaug_conf)
+
+    def train(self, mode: bool = True) -> "Captioner":
+        """Set training mode; a frozen encoder (``freeze_encoder = True``, with its
+        parameters' ``requires_grad`` off) stays in eval mode, so its BatchNorm statistics
+        and dropout stay fixed too."""
+        super().train(mode)
+        if self.freeze_encoder:
+            self.encoder.eval()
+        return self
 
     def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
         """Set the global mean/std, each (n_mels,), from ``feats_stats.npz``."""
@@ -79,6 +89,9 @@ class Captioner(nn.Module):
             v: (batch, embed) audio embedding.
         """
         x = (feats - self.feats_mean) / self.feats_std
+        # padded frames are zero after normalisation too (the mean of the normalised features)
+        valid = torch.arange(x.size(1), device=x.device)[None, :] < feat_lens[:, None]
+        x = x * valid.unsqueeze(-1).to(x.dtype)
         if self.specaug is not None and self.training:
             x = self.specaug(x, feat_lens)
         v, _ = self.encoder(x, feat_lens)

@@ -19,6 +19,12 @@ def _conv_block(in_ch: int, out_ch: int) -> nn.Sequential:
     )
 
 
+def _zero_padding(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Zero the frames of (batch, channels, time, freq) beyond each item's length."""
+    valid = torch.arange(x.size(2), device=x.device)[None, :] < lengths[:, None]
+    return x * valid[:, None, :, None].to(x.dtype)
+
+
 def masked_mean(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Mean over time of the valid frames.
 
@@ -78,10 +84,25 @@ class CRNNEncoder(nn.Module):
 
         Returns:
             ``v`` (batch, 256) clip embedding and the frame-level outputs
-            (batch, frames // 4, 256).
+            (batch, frames // 4, 256), zero beyond each clip's ``lengths // 4`` frames.
         """
-        x = self.cnn(feats.unsqueeze(1))  # (B, C, T/4, F')
+        x, lens = feats.unsqueeze(1), lengths
+        for layer in self.cnn:
+            if isinstance(layer, nn.Sequential):  # BatchNorm -> conv -> LeakyReLU
+                bn, conv, act = layer
+                # zero the padded frames after BatchNorm's shift, so the 3x3 convolutions see
+                # the same zeros at a clip's end whether or not the batch pads it
+                x = act(conv(_zero_padding(bn(x), lens)))
+            else:
+                x = layer(x)
+                if isinstance(layer, nn.LPPool2d):
+                    lens = lens // layer.kernel_size[0]
         x = x.permute(0, 2, 1, 3).flatten(2)  # (B, T/4, C*F')
-        out_lens = (lengths // self.time_subsampling).clamp(min=1, max=x.size(1))
-        x, _ = self.rnn(x)
+        t_out = x.size(1)
+        out_lens = lens.clamp(min=1, max=t_out)
+        # packed: the backward direction starts at each clip's own last frame, so a clip's
+        # embedding does not depend on the padding its batch-mates impose
+        packed = nn.utils.rnn.pack_padded_sequence(x, out_lens.cpu(), batch_first=True, enforce_sorted=False)
+        x, _ = self.rnn(packed)
+        x, _ = nn.utils.rnn.pad_packed_sequence(x, batch_first=True, total_length=t_out)
         return masked_mean(x, out_lens), x

@@ -147,6 +147,7 @@ def train_rl(
     if freeze_encoder:
         for p in model.encoder.parameters():
             p.requires_grad_(False)
+        model.freeze_encoder = True  # also keeps its BatchNorm statistics and dropout fixed
         logging.info("the encoder is frozen")
     log_model(model)
     if config is not None:

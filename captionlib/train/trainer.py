@@ -109,7 +109,9 @@ class Trainer:
         path = self.output_dir / "latest.pth"
         if not path.exists():
             return 1
-        state = torch.load(path, map_location=self.device, weights_only=False)
+        # on CPU: RNG states must stay CPU byte tensors; model/optimizer states are copied
+        # onto their parameters' device by load_state_dict
+        state = torch.load(path, map_location="cpu", weights_only=False)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if isinstance(self.objective, nn.Module) and "objective" in state:
@@ -118,6 +120,8 @@ class Trainer:
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
+        if "cuda" in state["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         logging.info("resumed from %s (epoch %d finished)", path, state["epoch"])
         return state["epoch"] + 1
 
@@ -158,10 +162,13 @@ class Trainer:
             "history": self.history,
             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
         }
+        if torch.cuda.is_available():
+            state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
         if isinstance(self.objective, nn.Module):
             state["objective"] = self.objective.state_dict()
-        atomic_save(state, out / "latest.pth")
+        # history.json first: once latest.pth says "epoch N done", the history has epoch N
         atomic_write_text(out / "history.json", json.dumps(self.history, indent=1) + "\n")
+        atomic_save(state, out / "latest.pth")
 
     # ---------------------------------------------------------------- loop
     def run(self) -> List[Dict[str, float]]:

@@ -71,3 +71,18 @@ def test_sample_logprobs_and_mask():
     for row, mask in zip(out.tokens.tolist(), out.mask.tolist()):
         n = int(sum(mask))
         assert row[n - 1] == 3 and all(t == 0 for t in row[n:])
+
+
+def test_beam_returns_the_sequence_it_ranked_at_max_len():
+    # At max_len eos is forced at no cost (as in sampling), so a truncated hypothesis is
+    # ranked by its prefix: [a a eos] = 0.8*0.4 = 0.32 beats [a b eos] = 0.8*0.35 = 0.28
+    # and [b eos] = [a eos] = 0.2. Ranking the last step over all words instead would pick
+    # [a b eos] ([a a a] = 0.128) and return a different sequence than it ranked.
+    first = _log([0.0, 0.8, 0.2, 0.0])
+    table = torch.stack(
+        [_log([0, 0.3, 0.3, 0.4]), _log([0, 0.4, 0.35, 0.25]), _log([0, 0, 0, 1.0]), _log([0, 0, 0, 1.0])]
+    )
+    m = TableModel(first, table, eos=3)
+    assert beam_search(m, torch.zeros(1, 1), beam_size=3, max_len=3)[0].tolist() == [1, 1, 3]
+    assert greedy_search(m, torch.zeros(1, 1), max_len=3)[0].tolist() == [1, 1, 3]
+    assert beam_search(m, torch.zeros(1, 1), beam_size=2, max_len=1)[0].tolist() == [3]
