@@ -5,20 +5,13 @@ import pytest
 import torch
 
 from captionlib.decode.search import sample
-from captionlib.models.captioner import Captioner
 from captionlib.rl.actor_critic import ActorCritic, ValueNetwork
 from captionlib.rl.mc_pg import MonteCarloPG, rollouts
 from captionlib.text.tokenizer import Tokenizer
+from rl_doubles import TOKENS, WordSetReward, train_rewards
+from rl_doubles import tiny_captioner as _model
 
-TOKENS = ["<blank>", "<unk>", "a", "dog", "barks", "rain", "falls", "<sos/eos>"]
 STATS = {"reward", "baseline", "advantage", "entropy"}
-
-
-class WordReward:
-    """Reward = number of words of the candidate in {dog, barks} (a test double)."""
-
-    def __call__(self, clip_ids, candidates):
-        return {"reward": np.array([float(sum(w in ("dog", "barks") for w in c)) for c in candidates])}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -30,11 +23,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _model():
-    torch.manual_seed(0)
-    return Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.0}, encoder_conf={"dropout": 0.0})
-
-
 def _batch(n=2):
     torch.manual_seed(1)
     return [f"c{i}" for i in range(n)], torch.randn(n, 16, 64), torch.full((n,), 16)
@@ -42,14 +30,14 @@ def _batch(n=2):
 
 def _ac(model, warmup_steps=2, **kw):
     return ActorCritic(
-        WordReward(), Tokenizer(TOKENS), vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
+        WordSetReward(), Tokenizer(TOKENS), vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
         warmup_steps=warmup_steps, max_len=6, **kw,
     )
 
 
 def _mc(model, **kw):
     return MonteCarloPG(
-        WordReward(), Tokenizer(TOKENS), hidden_size=model.decoder.rnn.hidden_size, num_rollouts=2, max_len=6, **kw
+        WordSetReward(), Tokenizer(TOKENS), hidden_size=model.decoder.rnn.hidden_size, num_rollouts=2, max_len=6, **kw
     )
 
 
@@ -122,13 +110,7 @@ def test_actor_critic_training_increases_reward():
     model = _model()
     obj = _ac(model, warmup_steps=10, num_samples=4, critic_size=32)
     opt = torch.optim.Adam([{"params": model.parameters(), "lr": 0.01}, {"params": obj.parameters(), "lr": 0.01}])
-    rewards = []
-    for _ in range(50):
-        loss, stats = obj(model, _batch())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        rewards.append(stats["reward"])
+    rewards = train_rewards(obj, model, _batch, opt, 50)
     assert np.mean(rewards[-10:]) > np.mean(rewards[:10]) + 0.5
 
 
@@ -176,13 +158,7 @@ def test_monte_carlo_pg_training_increases_reward():
     obj = _mc(model, baseline_hidden=32)
     opt = torch.optim.Adam([{"params": model.parameters(), "lr": 0.01}, {"params": obj.parameters(), "lr": 0.01}])
     batch = _batch(4)
-    rewards = []
-    for _ in range(40):
-        loss, stats = obj(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        rewards.append(stats["reward"])
+    rewards = train_rewards(obj, model, batch, opt, 40)
     assert np.mean(rewards[-10:]) > np.mean(rewards[:10]) + 0.5
 
 
@@ -191,4 +167,4 @@ def test_bad_options():
     with pytest.raises(ValueError):
         _ac(model, warmup_steps=-1)
     with pytest.raises(ValueError):
-        MonteCarloPG(WordReward(), Tokenizer(TOKENS), hidden_size=16, num_rollouts=0)
+        MonteCarloPG(WordSetReward(), Tokenizer(TOKENS), hidden_size=16, num_rollouts=0)

@@ -3,35 +3,22 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from captionlib.models.captioner import Captioner
 from captionlib.rl.multitask import MultiTask, attribute_targets, attribute_vocabulary
 from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.text.cleaner import clean_words
 from captionlib.text.tokenizer import Tokenizer
+from rl_doubles import TOKENS, WordSetReward
+from rl_doubles import tiny_captioner as _model
 
 CLOTHO = Path("/work/shared/data/clotho_captions_v2.1/clotho_captions_development.csv")
-TOKENS = ["<blank>", "<unk>", "a", "dog", "barks", "rain", "falls", "<sos/eos>"]
 REFS = {
     "c1": [["a", "dog", "barks"], ["the", "dog", "runs", "fast"], ["dog", "barks", "twice"]],
     "c2": [["rain", "falls"], ["heavy", "rain", "on", "a", "roof"]],
 }
-
-
-class WordSetReward:
-    """Test double: reward = number of words of the candidate in {dog, barks}."""
-
-    def __call__(self, clip_ids, candidates):
-        return {"reward": np.array([float(sum(w in ("dog", "barks") for w in c)) for c in candidates])}
-
-
-def _model(seed=0):
-    torch.manual_seed(seed)
-    return Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.0}, encoder_conf={"dropout": 0.0})
 
 
 def _batch():

@@ -2,32 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from captionlib.models.captioner import Captioner
 from captionlib.rl.policy_gradient import PolicyGradient, mean_of_others, policy_gradient_loss
 from captionlib.rl.rewards import parse_reward_spec
 from captionlib.text.tokenizer import Tokenizer
-
-TOKENS = ["<blank>", "<unk>", "a", "dog", "barks", "rain", "falls", "<sos/eos>"]
-
-
-class TableReward:
-    """Reward = number of words of the candidate found in a per-clip word set (a test double)."""
-
-    def __init__(self, constant=None):
-        self.constant = constant
-
-    def __call__(self, clip_ids, candidates):
-        if self.constant is not None:
-            r = np.full(len(candidates), self.constant)
-        else:
-            r = np.array([float(sum(w in ("dog", "barks") for w in c)) for c in candidates])
-        return {"reward": r}
-
-
-def _model():
-    torch.manual_seed(0)
-    return Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.0}, encoder_conf={"dropout": 0.0})
-
+from rl_doubles import TOKENS, WordSetReward, train_rewards
+from rl_doubles import tiny_captioner as _model
 
 def _batch():
     return ["c1", "c2"], torch.randn(2, 40, 64), torch.tensor([40, 32])
@@ -35,7 +14,7 @@ def _batch():
 
 def test_gradient_is_zero_when_reward_equals_baseline():
     model = _model()
-    obj = PolicyGradient(TableReward(constant=0.7), Tokenizer(TOKENS), max_len=6)
+    obj = PolicyGradient(WordSetReward(constant=0.7), Tokenizer(TOKENS), max_len=6)
     model.train()
     loss, stats = obj(model, _batch())
     loss.backward()
@@ -60,16 +39,10 @@ def test_positive_advantage_raises_the_sampled_caption_probability():
 def test_scst_training_increases_reward():
     torch.manual_seed(0)
     model = _model()
-    obj = PolicyGradient(TableReward(), Tokenizer(TOKENS), num_samples=4, baseline="mean", max_len=5)
+    obj = PolicyGradient(WordSetReward(), Tokenizer(TOKENS), num_samples=4, baseline="mean", max_len=5)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     batch = _batch()
-    rewards = []
-    for _ in range(40):
-        loss, stats = obj(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        rewards.append(stats["reward"])
+    rewards = train_rewards(obj, model, batch, opt, 40)
     assert np.mean(rewards[-10:]) > np.mean(rewards[:10]) + 0.5
 
 

@@ -5,30 +5,11 @@ import pytest
 import torch
 
 from captionlib.metrics.bleu import sentence_bleu
-from captionlib.models.captioner import Captioner
 from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss
 from captionlib.rl.sle import SLE, bleu_distances, diversity_advantages, sle_loss, symmetric_distances
 from captionlib.text.tokenizer import Tokenizer
-
-TOKENS = ["<blank>", "<unk>", "a", "dog", "barks", "rain", "falls", "<sos/eos>"]
-
-
-class WordSetReward:
-    """Test double: reward = number of words of the candidate in {dog, barks}; records calls."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, clip_ids, candidates):
-        r = np.array([float(sum(w in ("dog", "barks") for w in c)) for c in candidates])
-        self.calls.append((list(clip_ids), [list(c) for c in candidates], r))
-        return {"reward": r}
-
-
-def _model(seed=0):
-    torch.manual_seed(seed)
-    return Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.0}, encoder_conf={"dropout": 0.0})
-
+from rl_doubles import TOKENS, WordSetReward, train_rewards
+from rl_doubles import tiny_captioner as _model
 
 def _batch():
     torch.manual_seed(123)
@@ -160,13 +141,7 @@ def test_sle_training_increases_reward():
     opt = torch.optim.Adam(model.decoder.parameters(), lr=0.01)
     batch = _batch()
     torch.manual_seed(0)
-    rewards = []
-    for _ in range(25):
-        loss, stats = obj(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        rewards.append(stats["reward"])
+    rewards = train_rewards(obj, model, batch, opt, 25)
     assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 1.0
 
 
