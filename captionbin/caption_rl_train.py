@@ -14,9 +14,8 @@ Re-running the same command resumes from ``<output_dir>/latest.pth``.
 from typing import Optional, Sequence
 
 from captionbin.caption_train import add_common_train_arguments
+from captionlib.rl import RL_ALGOS
 from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
-
-RL_ALGOS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
 
 
 def get_parser():

@@ -18,7 +18,7 @@ import logging
 import time
 import zlib
 from pathlib import Path
-from typing import List, Sequence, Union
+from typing import List, Sequence, Tuple, Union
 
 import torch
 
@@ -29,6 +29,28 @@ from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.checkpoint import atomic_write_text
 from captionlib.train.trainer import get_device
+
+@torch.no_grad()
+def caption_batch(
+    model, tokenizer: Tokenizer, feats: torch.Tensor, lens: torch.Tensor,
+    beam_size: int = 1, max_len: int = 30, length_penalty: float = 0.0,
+) -> Tuple[torch.Tensor, List[str]]:
+    """Caption a padded batch: greedy (``beam_size`` 1) or batched beam search.
+
+    Args:
+        model: a Captioner or Ensemble in eval mode; tokenizer: its token list.
+        feats: (batch, frames, n_mels) on the model's device; lens: (batch,) frames.
+
+    Returns:
+        The audio embeddings (batch, embed) and one caption string per clip.
+    """
+    v = model.encode(feats, lens)
+    if beam_size > 1:
+        tokens = beam_search(model, v, beam_size, max_len, length_penalty)
+    else:
+        tokens = greedy_search(model, v, max_len)
+    return v, [tokenizer.ids2text(ids) for ids in tokens.tolist()]
+
 
 def _format_lines(lines: Sequence[str]) -> str:
     return "".join(line + "\n" for line in sorted(lines))
@@ -91,12 +113,10 @@ def decode_feats_scp(
     for i in range(0, len(keys), batch_size):
         clips = keys[i : i + batch_size]
         feats, lens = pad_feats([reader[c] for c in clips])
-        v = model.encode(feats.to(device), lens.to(device))
-        if beam_size > 1:
-            tokens = beam_search(model, v, beam_size, max_len, length_penalty)
-        else:
-            tokens = greedy_search(model, v, max_len)
-        lines += [f"{c} {tokenizer.ids2text(ids)}" for c, ids in zip(clips, tokens.tolist())]
+        v, caps = caption_batch(
+            model, tokenizer, feats.to(device), lens.to(device), beam_size, max_len, length_penalty
+        )
+        lines += [f"{c} {cap}" for c, cap in zip(clips, caps)]
         if num_diversity_samples > 0:
             sample_lines += _sample_lines(
                 model, v, clips, tokenizer, num_diversity_samples, max_len, sample_temperature, seed

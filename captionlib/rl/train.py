@@ -18,12 +18,12 @@ from torch import nn
 
 from captionlib.data.datasets import AudioRefsDataset, collate_clips
 from captionlib.models.captioner import load_model_file
+from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import cider_d_validation, epoch_loader, log_model, write_config
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
-RL_ALGOS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
 
 
 def build_objective(

@@ -9,7 +9,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from captionlib.data.datasets import AudioRefsDataset, collate_clips
-from captionlib.decode.search import greedy_search
 from captionlib.text.tokenizer import Tokenizer
 
 
@@ -44,12 +43,13 @@ def decode_dataset(
     max_len: int = 30,
 ) -> Dict[str, str]:
     """Greedy captions of every clip of ``dataset``: ``{clip_id: caption}``."""
+    from captionlib.decode.inference import caption_batch
+
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_clips)
     hyps: Dict[str, str] = {}
     for clips, feats, lens in loader:
-        tokens = greedy_search(model, model.encode(feats.to(device), lens.to(device)), max_len=max_len)
-        for c, ids in zip(clips, tokens.tolist()):
-            hyps[c] = tokenizer.ids2text(ids)
+        _, caps = caption_batch(model, tokenizer, feats.to(device), lens.to(device), max_len=max_len)
+        hyps.update(zip(clips, caps))
     return hyps
 
 

@@ -14,15 +14,6 @@ from rl_doubles import tiny_captioner as _model
 STATS = {"reward", "baseline", "advantage", "entropy"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small tensors: intra-op threads only add contention on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _batch(n=2):
     torch.manual_seed(1)
     return [f"c{i}" for i in range(n)], torch.randn(n, 16, 64), torch.full((n,), 16)

@@ -119,17 +119,8 @@ def reinforce_no_baseline(model: TinyPolicy, reward: TableReward, tok: Tokenizer
     return policy_gradient_loss(out.logprobs, out.mask, r)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only add contention on a shared CPU (10-30x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
-def setup(one_thread):
+def setup():
     torch.manual_seed(0)
     model = TinyPolicy(NUM_CLIPS, seed=0)
     model.train()
