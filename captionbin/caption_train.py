@@ -29,7 +29,10 @@ def add_common_train_arguments(parser) -> None:
     g.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
     g.add_argument("--weight_decay", type=float, default=0.0)
     g.add_argument("--grad_clip", type=float, default=0.0, help="max gradient norm (0 = off)")
-    g.add_argument("--num_iters_per_epoch", type=int_or_none, default=None, help="cap on steps per epoch (debug)")
+    g.add_argument(
+        "--num_iters_per_epoch", type=int_or_none, default=None,
+        help="batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass",
+    )
     g.add_argument("--keep_nbest", type=int, default=5, help="epoch model files kept")
     g.add_argument("--log_interval", type=int, default=50, help="steps between progress lines")
     g.add_argument("--max_len", type=int, default=30, help="max caption tokens when decoding (eos included)")

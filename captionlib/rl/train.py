@@ -132,6 +132,8 @@ def train_rl(
         num_attributes: attribute words predicted by the multitask branch.
         freeze_encoder: keep the audio encoder fixed.
         batch_size: clips per batch. lr: Adam learning rate (seed 000: 5e-5, 25 epochs).
+        num_iters_per_epoch: batches per epoch (``None``: one pass over the clips); see
+            :func:`captionlib.train.common.epoch_batches`.
 
     Raises:
         ValueError: unknown ``rl_algo`` or bad options.
@@ -171,7 +173,7 @@ def train_rl(
         model,
         optimizer,
         objective,
-        epoch_loader(train_set, collate_clips, batch_size, seed, num_workers),
+        epoch_loader(train_set, collate_clips, batch_size, seed, num_workers, num_iters_per_epoch),
         cider_d_validation(valid_set, tokenizer, device, batch_size, max_len),
         output_dir,
         max_epoch,
@@ -179,7 +181,6 @@ def train_rl(
         obj["token_list"],
         best_criteria=[("cider_d", "max")],
         keep_nbest=keep_nbest,
-        num_iters_per_epoch=num_iters_per_epoch,
         grad_clip=grad_clip,
         log_interval=log_interval,
         device=device,

@@ -2,7 +2,7 @@
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 import torch
@@ -12,23 +12,57 @@ from captionlib.data.datasets import AudioRefsDataset, collate_clips
 from captionlib.text.tokenizer import Tokenizer
 
 
+def epoch_batches(
+    num_items: int, batch_size: int, seed: int, epoch: int, num_iters_per_epoch: Optional[int] = None
+) -> List[List[int]]:
+    """Index batches of ``epoch`` (1-based): shuffled passes over ``num_items`` items.
+
+    Without ``num_iters_per_epoch`` an epoch is one pass (the last batch may be short).
+    With it, an epoch is exactly that many batches taken from an endless stream of passes,
+    each pass reshuffled, continuing where the previous epoch stopped (ESPnet2's
+    ``--num_iters_per_epoch``): fewer batches than a pass shortens epochs, more repeats the
+    data within one, so a small corpus still gets the configured number of updates. The
+    order depends only on (seed, epoch), so a resumed run sees the same batches.
+
+    Raises:
+        ValueError: no item, or a batch size / iteration count below 1.
+    """
+    if num_items < 1:
+        raise ValueError("the training set is empty")
+    if batch_size < 1 or (num_iters_per_epoch is not None and num_iters_per_epoch < 1):
+        raise ValueError(f"batch_size ({batch_size}) and num_iters_per_epoch ({num_iters_per_epoch}) must be >= 1")
+
+    def one_pass(index: int) -> List[List[int]]:
+        g = torch.Generator()
+        g.manual_seed(seed * 1000 + index)
+        perm = torch.randperm(num_items, generator=g).tolist()
+        return [perm[i: i + batch_size] for i in range(0, num_items, batch_size)]
+
+    if num_iters_per_epoch is None:
+        return one_pass(epoch)
+    per_pass = -(-num_items // batch_size)
+    first = (epoch - 1) * num_iters_per_epoch
+    batches: List[List[int]] = []
+    for i in range(first, first + num_iters_per_epoch):
+        if not batches or i % per_pass == 0:
+            current = one_pass(1 + i // per_pass)
+        batches.append(current[i % per_pass])
+    return batches
+
+
 def epoch_loader(
-    dataset: Dataset, collate: Callable, batch_size: int, seed: int, num_workers: int = 0
+    dataset: Dataset,
+    collate: Callable,
+    batch_size: int,
+    seed: int,
+    num_workers: int = 0,
+    num_iters_per_epoch: Optional[int] = None,
 ) -> Callable[[int], Iterable]:
-    """A function ``epoch -> DataLoader`` shuffling with a per-epoch seed (resumable order)."""
+    """A function ``epoch -> DataLoader`` over the batches of :func:`epoch_batches`."""
 
     def make(epoch: int) -> Iterable:
-        g = torch.Generator()
-        g.manual_seed(seed * 1000 + epoch)
-        return DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=True,
-            collate_fn=collate,
-            num_workers=num_workers,
-            generator=g,
-            drop_last=False,
-        )
+        batches = epoch_batches(len(dataset), batch_size, seed, epoch, num_iters_per_epoch)
+        return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers)
 
     return make
 

@@ -68,7 +68,6 @@ class Trainer:
         model_conf, token_list: stored in every model file (self-describing).
         best_criteria: ``[(metric, "max"|"min"), ...]``; a model file per metric.
         keep_nbest: epoch model files kept (by the first criterion).
-        num_iters_per_epoch: cap on steps per epoch (debug configs), or ``None``.
         grad_clip: max gradient L2 norm (0 = off).
         log_interval: steps between progress lines.
         device: where batches go (the model/objective must already be there).
@@ -88,7 +87,6 @@ class Trainer:
         token_list: Sequence[str],
         best_criteria: Sequence[Tuple[str, str]] = (("cider_d", "max"),),
         keep_nbest: int = 5,
-        num_iters_per_epoch: Optional[int] = None,
         grad_clip: float = 0.0,
         log_interval: int = 50,
         device: torch.device = torch.device("cpu"),
@@ -99,7 +97,7 @@ class Trainer:
         self.output_dir = Path(output_dir)
         self.max_epoch, self.model_conf, self.token_list = max_epoch, model_conf, list(token_list)
         self.best_criteria, self.keep_nbest = list(best_criteria), keep_nbest
-        self.num_iters_per_epoch, self.grad_clip = num_iters_per_epoch, grad_clip
+        self.grad_clip = grad_clip
         self.log_interval, self.device = log_interval, device
         self.extra_file_info = extra_file_info or {}
         self.history: List[Dict[str, float]] = []
@@ -194,8 +192,6 @@ class Trainer:
             sums: Dict[str, float] = {}
             n, t0 = 0, time.time()
             for batch in self.train_loader(epoch):
-                if self.num_iters_per_epoch and n >= self.num_iters_per_epoch:
-                    break
                 loss, stats = self.objective(self.model, batch)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"epoch {epoch} step {n + 1}: non-finite loss {loss.item()}")

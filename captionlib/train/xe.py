@@ -111,7 +111,8 @@ def train_xe(
         encoder, encoder_conf, decoder, decoder_conf: model choice (defaults: seed 000).
         specaug, specaug_conf: SpecAugment in training (seed 000 post-challenge: T=50, F=10).
         batch_size: captions per batch; max_epoch: epochs; lr: Adam learning rate.
-        num_iters_per_epoch: cap on steps per epoch (debug), ``None`` = all.
+        num_iters_per_epoch: batches per epoch, cycling through reshuffled passes (see
+            :func:`captionlib.train.common.epoch_batches`); ``None``: one pass per epoch.
         init_param: model file to initialise the weights from.
         init_embedding: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
             token list (``caption_train_word2vec``), copied into the decoder's embedding
@@ -160,7 +161,7 @@ def train_xe(
         model,
         optimizer,
         xe_objective,
-        epoch_loader(train_set, collate_captions, batch_size, seed, num_workers),
+        epoch_loader(train_set, collate_captions, batch_size, seed, num_workers, num_iters_per_epoch),
         validate,
         output_dir,
         max_epoch,
@@ -168,7 +169,6 @@ def train_xe(
         tokenizer.token_list,
         best_criteria=[("cider_d", "max"), ("loss", "min")],
         keep_nbest=keep_nbest,
-        num_iters_per_epoch=num_iters_per_epoch,
         grad_clip=grad_clip,
         log_interval=log_interval,
         device=device,
