@@ -238,5 +238,11 @@ class Trainer:
             )
             self._save(epoch)
         writer.close()
+        first, last = self.history[0], self.history[-1]
+        for key in ("train_loss", "train_reward"):
+            if key in first and key in last:
+                logging.info(
+                    "%s: epoch %d %.4g -> epoch %d %.4g", key, first["epoch"], first[key], last["epoch"], last[key]
+                )
         return self.history
 

@@ -59,8 +59,11 @@ def test_resume_after_kill_continues_from_last_epoch(tmp_path):
     assert obj2.calls == 0
 
 
-def test_best_and_nbest_files(tmp_path):
-    _trainer(tmp_path, 4, Objective()).run()  # valid cider_d: 0.1 0.3 0.2 0.25
+def test_best_and_nbest_files(tmp_path, caplog):
+    caplog.set_level("INFO")
+    hist = _trainer(tmp_path, 4, Objective()).run()  # valid cider_d: 0.1 0.3 0.2 0.25
+    summary = f"train_loss: epoch 1 {hist[0]['train_loss']:.4g} -> epoch 4 {hist[-1]['train_loss']:.4g}"
+    assert summary in caplog.text  # start/end of training in one line
     best = torch.load(tmp_path / "valid.cider_d.best.pth", weights_only=False)
     assert best["epoch"] == 2
     kept = sorted(p.name for p in tmp_path.glob("*epoch.pth"))
