@@ -191,7 +191,10 @@ class Trainer:
                 self.objective.train()
             sums: Dict[str, float] = {}
             n, t0 = 0, time.time()
-            for batch in self.train_loader(epoch):
+            loader = self.train_loader(epoch)
+            if hasattr(loader, "__len__"):  # the epoch_loader DataLoaders know their batches
+                steps_per_epoch = len(loader)
+            for batch in loader:
                 loss, stats = self.objective(self.model, batch)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"epoch {epoch} step {n + 1}: non-finite loss {loss.item()}")
