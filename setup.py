@@ -17,6 +17,8 @@ install_requires = [
     "tqdm",
     "tensorboard",
     "pycocoevalcap",
+    "matplotlib",
+    "scipy",
 ]
 extras_require = {
     "test": ["pytest"],

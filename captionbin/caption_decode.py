@@ -43,6 +43,8 @@ def get_parser():
                         help="temperature of the diversity samples (1 = the model's distribution)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the diversity samples")
     parser.add_argument("--ngpu", type=int, default=0)
+    parser.add_argument("--num_threads", type=int, default=1,
+                        help="torch threads per job (1: one core per job; 0: torch default)")
     return parser
 
 
@@ -59,7 +61,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.model_file, args.feats_scp, args.output_dir, args.beam_size, args.batch_size,
             args.max_len, args.length_penalty, args.ngpu,
             num_diversity_samples=args.num_diversity_samples,
-            sample_temperature=args.sample_temperature, seed=args.seed,
+            sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
         )
     except ValueError as e:
         logging.error("%s", e)

@@ -3,8 +3,8 @@
 
 Reads ``<clotho_root>/clotho_captions_<split>.csv`` and ``<clotho_root>/<split>/*``
 and writes ``wav.scp text utt2spk spk2utt aud2name reco2dur`` (sorted, LC_ALL=C).
-Clip ids are ``clotho-<split>-<NNNNN>`` (1-based CSV data-row index); caption ids
-``<clip-id>-<k>``. A bad row (wrong column count, empty caption, duplicate file
+Clip ids are ``clotho-<split>-<NNNNN>`` (1-based CSV data-row index; ``--id_prefix``
+replaces ``clotho``); caption ids ``<clip-id>-<k>``. A bad row (wrong column count, empty caption, duplicate file
 name, missing/unreadable/empty audio) is an error naming the CSV file and line,
 or, with ``--skip_bad true``, a warning and the clip is left out.
 
@@ -37,6 +37,9 @@ def get_parser():
     parser.add_argument(
         "--skip_bad", type=str2bool, default=False, help="warn about and skip bad rows/clips instead of failing"
     )
+    parser.add_argument(
+        "--id_prefix", default="clotho", help="clip ids are <id_prefix>-<split>-<NNNNN> (e.g. soundscapes)"
+    )
     return parser
 
 
@@ -48,7 +51,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
 
     try:
         prepare_clotho(
-            clotho_root=args.clotho_root, split=args.split, output_dir=args.output_dir, skip_bad=args.skip_bad
+            clotho_root=args.clotho_root, split=args.split, output_dir=args.output_dir, skip_bad=args.skip_bad,
+            id_prefix=args.id_prefix,
         )
     except ClothoPrepError as e:
         logging.error("%s", e)

@@ -2,15 +2,21 @@
 """Collect every ``score.json`` of an experiment tree into a markdown ``RESULTS.md``.
 
 One row per (model dir, decode tag, test set), found as
-``<exp_dir>/**/decode_<tag>/<set>/score.json``; skipped metrics are marked ``skipped``
-with their reasons listed under the table. No date or environment is written, so the
-output is deterministic.
+``<exp_dir>/**/decode_<tag>/<set>/score.json``; the runs of several training seeds
+(``_seed<N>`` in the dir names) share one row of ``mean ± std``, with a ``seeds`` count
+and the ``paper`` each model comes from. Skipped metrics are marked ``skipped`` with their
+reasons listed under the table. Below it, each RL model nested in an XE dir is compared
+with that XE model by a paired bootstrap on per-clip CIDEr-D (``per_clip.json``, Koehn
+2004; 10000 resamples, seed 0). No date or environment is written, so the output is
+deterministic.
 
 Usage:
     python -m captionbin.caption_results --exp_dir exp --output RESULTS.md
     python -m captionbin.caption_results --exp_dir egs/mini_clotho/exp --output /tmp/RESULTS.md
 """
 
+import logging
+import sys
 from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, parse_args
@@ -21,15 +27,21 @@ def get_parser():
     parser = get_base_parser(description="Write RESULTS.md from the score.json files under an exp dir")
     parser.add_argument("--exp_dir", required=True, help="experiment root to search (e.g. exp)")
     parser.add_argument("--output", required=True, help="markdown file to write (e.g. RESULTS.md)")
+    parser.add_argument("--command", default=None,
+                        help="the command that made the experiments, written under the title")
     return parser
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``."""
+    """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``. Bad input exits 1 naming the file."""
     args = parse_args(get_parser(), cmd)
     from captionlib.metrics.results import write_results
 
-    write_results(exp_dir=args.exp_dir, output=args.output)
+    try:
+        write_results(exp_dir=args.exp_dir, output=args.output, command=args.command)
+    except (ValueError, FileNotFoundError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ def add_common_train_arguments(parser) -> None:
     g.add_argument("--valid_data_dir", help="dump dir of the validation set")
     g.add_argument("--output_dir", help="experiment directory")
     g = parser.add_argument_group("optimisation")
-    g.add_argument("--batch_size", type=int, default=32)
+    g.add_argument("--batch_size", type=int, default=32,
+                   help="items per batch (XE: captions, or clips with --xe_unit clip; RL: clips)")
     g.add_argument("--max_epoch", type=int, default=25)
     g.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
     g.add_argument("--weight_decay", type=float, default=0.0)
@@ -53,6 +54,9 @@ def get_parser():
     parser.add_argument("--init_embedding", type=str_or_none, default=None,
                         help=".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)")
     parser.add_argument("--freeze_embedding", type=str2bool, default=False, help="keep --init_embedding fixed")
+    parser.add_argument("--xe_unit", default="caption", choices=("caption", "clip"),
+                        help="caption: one item per caption (seed 000); clip: one encoder pass per clip, "
+                             "cross-entropy averaged over all its captions")
     g = parser.add_argument_group("model")
     g.add_argument("--encoder", default="crnn", choices=("crnn",))
     g.add_argument("--encoder_conf", type=yaml_dict, default={}, help="encoder options (YAML mapping)")

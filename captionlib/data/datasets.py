@@ -3,6 +3,8 @@
 Two views of one directory (clip = Kaldi speaker, caption = utterance):
 
 * :class:`CaptionDataset` iterates ``text`` (one item per caption): XE training.
+* :class:`ClipCaptionsDataset` iterates ``spk2utt`` with every caption's token ids: XE
+  training with one encoder pass per clip (``xe_unit: clip``).
 * :class:`AudioRefsDataset` iterates ``spk2utt`` (one item per clip, all references):
   RL training, validation and scoring.
 """
@@ -76,6 +78,35 @@ class CaptionDataset(Dataset):
         return self.feats[clip], ids
 
 
+class ClipCaptionsDataset(Dataset):
+    """One item per clip: ``(features (frames, n_mels) float32, [token ids (length,) int64, ...])``
+    with all its captions (those empty after cleaning are skipped with a warning).
+
+    Raises:
+        FileNotFoundError / ValueError: missing files, clips without features, or a clip
+            left without any caption.
+    """
+
+    def __init__(self, data_dir: Union[str, Path], tokenizer: Tokenizer):
+        captions = CaptionDataset(data_dir, tokenizer)
+        self.feats = captions.feats
+        by_clip: Dict[str, List[np.ndarray]] = {}
+        for clip, ids in captions.items:
+            by_clip.setdefault(clip, []).append(ids)
+        _, _, spk2utt = _read_dir(data_dir)
+        empty = [c for c in spk2utt if c not in by_clip]
+        if empty:
+            raise ValueError(f"{data_dir}/text: clip {empty[0]} has no caption left after cleaning")
+        self.items = list(by_clip.items())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Tuple[np.ndarray, List[np.ndarray]]:
+        clip, ids = self.items[i]
+        return self.feats[clip], ids
+
+
 class AudioRefsDataset(Dataset):
     """One item per clip: ``(clip_id, features (frames, n_mels) float32)``.
 
@@ -105,6 +136,15 @@ def pad_feats(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]
     return out, lens
 
 
+def pad_ids(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Zero-pad token id arrays to (batch, max_length) int64; also returns lengths (batch,)."""
+    ys_lens = torch.tensor([len(a) for a in arrays], dtype=torch.long)
+    ys = torch.zeros(len(arrays), int(ys_lens.max()), dtype=torch.long)
+    for i, a in enumerate(arrays):
+        ys[i, : len(a)] = torch.from_numpy(a)
+    return ys, ys_lens
+
+
 def collate_captions(batch):
     """Collate :class:`CaptionDataset` items to ``(feats, feat_lens, ys, ys_lens)``.
 
@@ -112,11 +152,21 @@ def collate_captions(batch):
     ys_lens (batch,).
     """
     feats, lens = pad_feats([b[0] for b in batch])
-    ys_lens = torch.tensor([len(b[1]) for b in batch], dtype=torch.long)
-    ys = torch.zeros(len(batch), int(ys_lens.max()), dtype=torch.long)
-    for i, b in enumerate(batch):
-        ys[i, : len(b[1])] = torch.from_numpy(b[1])
+    ys, ys_lens = pad_ids([b[1] for b in batch])
     return feats, lens, ys, ys_lens
+
+
+def collate_clip_captions(batch):
+    """Collate :class:`ClipCaptionsDataset` items to ``(feats, feat_lens, ys, ys_lens, caption2clip)``.
+
+    Shapes: feats (clips, frames, n_mels), feat_lens (clips,); ys (captions, length) 0-padded
+    with the captions of all clips in order, ys_lens (captions,), caption2clip (captions,)
+    the index of each caption's clip in the batch.
+    """
+    feats, lens = pad_feats([b[0] for b in batch])
+    ys, ys_lens = pad_ids([c for b in batch for c in b[1]])
+    caption2clip = torch.tensor([i for i, b in enumerate(batch) for _ in b[1]], dtype=torch.long)
+    return feats, lens, ys, ys_lens, caption2clip
 
 
 def collate_clips(batch):

@@ -69,6 +69,7 @@ def decode_feats_scp(
     num_diversity_samples: int = 0,
     sample_temperature: float = 1.0,
     seed: int = 0,
+    num_threads: int = 1,
 ) -> Path:
     """Write ``<output_dir>/text`` with one caption per clip of ``feats_scp``.
 
@@ -85,6 +86,9 @@ def decode_feats_scp(
             samples per clip (see module docstring); 0 writes none.
         sample_temperature: temperature of those samples (1.0 = the model's distribution).
         seed: base seed of the samples.
+        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB
+            arrays; several jobs with several threads each on few cores make the small
+            step-wise decoding ops many times slower); 0: torch's default.
 
     Returns:
         Path of the written text file (``<clip-id> <caption>``, sorted).
@@ -98,6 +102,8 @@ def decode_feats_scp(
         raise ValueError(f"num_diversity_samples must be >= 0, got {num_diversity_samples}")
     if sample_temperature <= 0:
         raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)
     files = [model_file] if isinstance(model_file, (str, Path)) else list(model_file)
     device = get_device(ngpu)
     model, obj = load_ensemble([str(f) for f in files], map_location=str(device))

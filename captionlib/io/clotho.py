@@ -37,9 +37,9 @@ class ClothoPrepError(ValueError):
     """Bad Clotho input; the message names the CSV file and line, or the audio file."""
 
 
-def clip_id(split: str, row_index: int) -> str:
-    """``clotho-<split>-<NNNNN>`` for the 1-based data-row index of the split's CSV."""
-    return f"clotho-{split}-{row_index:05d}"
+def clip_id(split: str, row_index: int, prefix: str = "clotho") -> str:
+    """``<prefix>-<split>-<NNNNN>`` for the 1-based data-row index of the split's CSV."""
+    return f"{prefix}-{split}-{row_index:05d}"
 
 
 def _read_csv_rows(csv_path: str) -> Tuple[List[str], List[Tuple[int, List[str]]]]:
@@ -80,6 +80,7 @@ def prepare_clotho(
     split: str,
     output_dir: PathLike,
     skip_bad: bool = False,
+    id_prefix: str = "clotho",
 ) -> Dict[str, int]:
     """Write ``wav.scp text utt2spk spk2utt aud2name reco2dur`` for one Clotho split.
 
@@ -88,6 +89,8 @@ def prepare_clotho(
         split: ``development``, ``validation`` or ``evaluation``.
         output_dir: data directory to create (e.g. ``data/development``).
         skip_bad: log a warning for each bad row/clip and skip it, instead of failing.
+        id_prefix: first part of the clip ids (``<id_prefix>-<split>-<NNNNN>``), e.g.
+            ``soundscapes`` for a corpus written in the Clotho layout.
 
     Returns:
         ``{"clips": n, "captions": m, "skipped": k}``.
@@ -102,6 +105,8 @@ def prepare_clotho(
     """
     from captionlib.audio.io import audio_info
 
+    if not id_prefix or any(ch.isspace() for ch in id_prefix):
+        raise ClothoPrepError(f"id_prefix must be a non-empty word without whitespace, got {id_prefix!r}")
     if split not in SPLITS:
         raise ClothoPrepError(f"unknown Clotho split {split!r}; expected one of {', '.join(SPLITS)}")
     root = os.path.abspath(os.fspath(clotho_root))
@@ -158,7 +163,7 @@ def prepare_clotho(
         if info.frames <= 0:
             bad(f"{where}: empty audio (0 samples): {audio_path}")
             continue
-        cid = clip_id(split, index)
+        cid = clip_id(split, index, id_prefix)
         wav_scp[cid] = audio_path
         aud2name[cid] = name
         reco2dur[cid] = f"{info.duration:.3f}"

@@ -4,16 +4,29 @@ The table has one row per (model dir, decode tag, test set), found as
 ``<exp_dir>/**/decode_<tag>/<set>/score.json`` (the layout written by stages 8-9 of
 ``caption.sh``; word-level ensembles live in ``<exp_dir>/ensemble_<tag>/``). Columns: the
 precision metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr), then the diversity
-ones of seed 001 table 4 (Div-1, Div-2, mBLEU-4) and Vocab. Its content depends only on the
-score files, so re-running it gives the same bytes: no date, host or environment is written.
+ones of seed 001 table 4 (Div-1, Div-2, mBLEU-4) and Vocab, then ``seeds`` and ``paper``.
+
+Runs of several training seeds (``_seed<N>`` in the dir names, see :func:`seed_group`)
+are merged into one row per (seed group, decode tag, test set) showing ``mean ± std`` over
+the seeds (sample std, ddof = 1). Below the table, every RL model nested in an XE dir is
+compared with that XE model by a paired bootstrap on per-clip CIDEr-D
+(:mod:`captionlib.metrics.significance`, Koehn 2004), when both have a ``per_clip.json``.
+
+Its content depends only on the score files, so re-running it gives the same bytes: no
+date, host or environment is written, and the bootstrap has a fixed seed.
 """
 
 import json
 import logging
 import math
+import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from captionlib.metrics.significance import BootstrapResult
 
 #: Metric keys of ``score.json`` shown in the table, in column order.
 METRIC_KEYS = (
@@ -34,6 +47,78 @@ METRIC_KEYS = (
 #: Keys shown as integers.
 INTEGER_KEYS = ("Vocab",)
 
+#: RL fine-tuning algorithms, i.e. the name prefixes of the RL dirs written by ``caption.sh``.
+RL_ALGORITHMS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
+#: Source of each kind of model, by the name prefix of its dir (the ``paper`` column).
+PAPERS = {
+    "xe": "Xu et al. 2020 (seed 000), XE",
+    "scst": "Rennie et al. 2017; Xu et al. 2020",
+    "reinforce_plus": "Li & Gong 2019 (REINFORCE+)",
+    "sle": "Chen & Jin 2020 (SLE)",
+    "ac": "Shi et al. (actor-critic)",
+    "mc_pg": "Liu et al. 2017 (MC-PG)",
+    "multitask": "Li & Gong 2019 (multitask)",
+    "ensemble": "Xu et al. 2020 (word-level ensemble)",
+    "corpus_prior": "most frequent training caption",
+}
+#: Metric, resamples and seed of the significance section.
+SIGNIFICANCE_METRIC = "CIDEr-D"
+NUM_RESAMPLES = 10000
+BOOTSTRAP_SEED = 0
+ALPHA = 0.05
+#: A ``_seed<N>`` token of a dir name: ``_seed`` + digits, not followed by a letter or digit.
+_SEED_TOKEN = re.compile(r"_seed([0-9]+)(?![0-9A-Za-z])")
+
+
+def seed_group(model_path: str) -> Tuple[str, Optional[int]]:
+    """Split a model dir into its seed group and seed, by its ``_seed<N>`` name tokens.
+
+    Every ``_seed<N>`` token (followed by ``_``, another non-alphanumeric character or the
+    end of the name) is removed from each ``/``-separated component.
+
+    Examples:
+        >>> seed_group("xe_small_logmel_word_seed0/scst_train_scst_small_seed0")
+        ('xe_small_logmel_word/scst_train_scst_small', 0)
+        >>> seed_group("ensemble_seed2")
+        ('ensemble', 2)
+        >>> seed_group("corpus_prior")
+        ('corpus_prior', None)
+
+    Returns:
+        ``(group name, seed)``; the seed is ``None`` when the path has no seed token.
+
+    Raises:
+        ValueError: naming the path, if its components carry different seeds.
+    """
+    seeds = set()
+    parts = []
+    for part in model_path.split("/"):
+        seeds.update(int(x) for x in _SEED_TOKEN.findall(part))
+        parts.append(_SEED_TOKEN.sub("", part))
+    if len(seeds) > 1:
+        raise ValueError(f"{model_path}: its dir names carry different seeds {sorted(seeds)}; use one seed per run")
+    return "/".join(parts), (seeds.pop() if seeds else None)
+
+
+def model_algorithm(model_path: str) -> Optional[str]:
+    """Kind of model of a dir, by the prefix of its last path component.
+
+    Returns:
+        ``"xe"``, one of :data:`RL_ALGORITHMS`, ``"ensemble"``, ``"corpus_prior"``, or
+        ``None`` for any other name (``xe_a/scst_b`` -> ``"scst"``; ``ensemble_seed2`` ->
+        ``"ensemble"``).
+    """
+    last = model_path.rstrip("/").rsplit("/", 1)[-1]
+    for algo in PAPERS:
+        if last == algo or last.startswith(algo + "_"):
+            return algo
+    return None
+
+
+def model_paper(model_path: str) -> str:
+    """The ``paper`` cell of a model dir (:data:`PAPERS`; empty for an unknown kind)."""
+    return PAPERS.get(model_algorithm(model_path) or "", "")
+
 
 @dataclass
 class ScoreRow:
@@ -45,6 +130,7 @@ class ScoreRow:
         test_set: name of the scored set.
         scores: metric -> value (``None`` when skipped or absent).
         skipped: metric -> reason, as written by ``caption_score``.
+        score_json: the file read (``per_clip.json`` is looked for beside it).
     """
 
     model: str
@@ -52,6 +138,46 @@ class ScoreRow:
     test_set: str
     scores: Dict[str, Optional[float]] = field(default_factory=dict)
     skipped: Dict[str, str] = field(default_factory=dict)
+    score_json: Optional[Path] = None
+
+
+@dataclass
+class TableRow:
+    """One row of the table: the score rows of one (seed group, decode tag, test set).
+
+    Attributes:
+        model: first cell: the model dir for a single run, the seed group for >= 2 seeds.
+        decode_tag, test_set: as in :class:`ScoreRow`.
+        runs: the score rows merged here, by seed (one for a single run).
+    """
+
+    model: str
+    decode_tag: str
+    test_set: str
+    runs: List[ScoreRow]
+
+
+@dataclass
+class SignificanceRow:
+    """Paired bootstraps of one RL seed group against its XE models on one decode/test set.
+
+    Attributes:
+        model: the RL model (seed group, or dir for an unseeded run).
+        baseline: the XE model it was fine-tuned from (same form).
+        decode_tag, test_set: as in :class:`ScoreRow`.
+        seeds: seed of each comparison (``None``: unseeded run).
+        results: one :class:`captionlib.metrics.significance.BootstrapResult` per seed
+            (a = XE, b = RL).
+        bootstrap_seed: seed of the bootstrap resampling.
+    """
+
+    model: str
+    baseline: str
+    decode_tag: str
+    test_set: str
+    seeds: List[Optional[int]]
+    results: List["BootstrapResult"]
+    bootstrap_seed: int = BOOTSTRAP_SEED
 
 
 def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> ScoreRow:
@@ -88,6 +214,7 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
         test_set=set_dir.name,
         scores=scores,
         skipped={str(k): str(v) for k, v in skipped.items()},
+        score_json=score_json,
     )
 
 
@@ -103,6 +230,29 @@ def collect_scores(exp_dir: Union[str, Path]) -> List[ScoreRow]:
     return rows
 
 
+def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
+    """Merge the score rows of the seeds of one (seed group, decode tag, test set).
+
+    Rows without a seed token are never merged. Sorted by (first cell, tag, set); the runs
+    of a row by seed.
+
+    Raises:
+        ValueError: from :func:`seed_group`.
+    """
+    groups: Dict[tuple, List[ScoreRow]] = {}
+    for r in rows:
+        group, seed = seed_group(r.model)
+        name = r.model if seed is None else group
+        groups.setdefault((name, seed is None, r.decode_tag, r.test_set), []).append(r)
+    out = []
+    for (name, _, tag, test_set), runs in groups.items():
+        runs = sorted(runs, key=lambda r: (seed_group(r.model)[1] or 0, r.model))
+        model = runs[0].model if len(runs) == 1 else name
+        out.append(TableRow(model=model, decode_tag=tag, test_set=test_set, runs=runs))
+    out.sort(key=lambda t: (t.model, t.decode_tag, t.test_set))
+    return out
+
+
 def _cell(value: Optional[float], key: str = "") -> str:
     if value is None:
         return "skipped"
@@ -113,8 +263,126 @@ def _cell(value: Optional[float], key: str = "") -> str:
     return f"{value:.3f}"
 
 
-def format_results(rows: List[ScoreRow]) -> str:
-    """Render the rows as a deterministic markdown document.
+def _mean_std_cell(values: Sequence[Optional[float]], key: str = "") -> str:
+    """One value as :func:`_cell`; >= 2 as ``mean ± std`` (sample std), unless one is skipped/nan."""
+    if len(values) == 1:
+        return _cell(values[0], key)
+    if any(v is None for v in values):
+        return "skipped"
+    if any(math.isnan(v) for v in values):
+        return "nan"
+    mean, std = statistics.fmean(values), statistics.stdev(values)
+    digits = 1 if key in INTEGER_KEYS else 3
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _per_clip_has(path: Path, metric: str) -> bool:
+    """Whether ``path`` exists and holds per-clip ``metric`` scores (ValueError naming it if unreadable)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read per-clip scores: {e}") from e
+    return isinstance(obj, dict) and isinstance(obj.get(metric), dict)
+
+
+def collect_significance(
+    rows: Sequence[ScoreRow],
+    metric: str = SIGNIFICANCE_METRIC,
+    num_resamples: int = NUM_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> List[SignificanceRow]:
+    """Paired bootstrap of every RL model against the XE model whose dir it is nested in.
+
+    For each RL row (last path component named ``<algo>_*`` with ``algo`` in
+    :data:`RL_ALGORITHMS`, its parent dir named ``xe_*``) and the XE row of the same decode
+    tag and test set, when both have a ``per_clip.json`` holding ``metric`` beside their
+    ``score.json``: :func:`captionlib.metrics.significance.paired_bootstrap_files` with
+    XE = a and RL = b (one-sided p of "RL better than XE"). Rows without per-clip scores
+    (older runs) are left out.
+
+    Returns:
+        One :class:`SignificanceRow` per (RL seed group, decode tag, test set), sorted.
+
+    Raises:
+        ValueError: naming the files, if a ``per_clip.json`` is unreadable or the XE and
+            RL files cover different clips.
+    """
+    from captionlib.metrics.significance import paired_bootstrap_files
+
+    by_key = {(r.model, r.decode_tag, r.test_set): r for r in rows}
+    groups: Dict[tuple, SignificanceRow] = {}
+    for r in rows:
+        if "/" not in r.model or model_algorithm(r.model) not in RL_ALGORITHMS:
+            continue
+        parent = r.model.rsplit("/", 1)[0]
+        base = by_key.get((parent, r.decode_tag, r.test_set))
+        if model_algorithm(parent) != "xe" or base is None or None in (r.score_json, base.score_json):
+            continue
+        rl_file = r.score_json.with_name("per_clip.json")
+        xe_file = base.score_json.with_name("per_clip.json")
+        if not (_per_clip_has(rl_file, metric) and _per_clip_has(xe_file, metric)):
+            continue
+        group, run_seed = seed_group(r.model)
+        name, base_name = (r.model, parent) if run_seed is None else (group, seed_group(parent)[0])
+        result = paired_bootstrap_files(
+            xe_file, rl_file, metric=metric, num_resamples=num_resamples, seed=seed
+        )
+        sig = groups.setdefault(
+            (name, run_seed is None, r.decode_tag, r.test_set),
+            SignificanceRow(name, base_name, r.decode_tag, r.test_set, [], [], bootstrap_seed=seed),
+        )
+        sig.seeds.append(run_seed)
+        sig.results.append(result)
+    out = []
+    for sig in groups.values():
+        order = sorted(range(len(sig.seeds)), key=lambda i: sig.seeds[i] or 0)
+        sig.seeds = [sig.seeds[i] for i in order]
+        sig.results = [sig.results[i] for i in order]
+        out.append(sig)
+    out.sort(key=lambda s: (s.model, s.decode_tag, s.test_set))
+    return out
+
+
+def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICANCE_METRIC) -> List[str]:
+    """Markdown lines of the significance section (empty without comparisons)."""
+    if not sigs:
+        return []
+    r0, seed = sigs[0].results[0], sigs[0].bootstrap_seed
+    lines = [
+        "",
+        "## Significance",
+        "",
+        f"Paired bootstrap (Koehn 2004; Efron & Tibshirani 1993) of each RL model against the XE "
+        f"model it was fine-tuned from, on per-clip {metric} (`per_clip.json`): {r0.num_resamples} "
+        f"resamples of the clips, seed {seed}; Δ{metric} = RL - XE; p = one-sided p of "
+        f"\"RL better than XE\" = (1 + #{{resampled Δ <= 0}}) / (1 + resamples).",
+        "",
+    ]
+    for s in sigs:
+        parts = []
+        for run_seed, res in zip(s.seeds, s.results):
+            label = "no seed" if run_seed is None else f"seed {run_seed}"
+            parts.append(f"{label}: Δ{metric} {res.delta:+.3f}, p={res.p_value:.4f}")
+        better = sum(res.p_value < ALPHA for res in s.results)
+        parts.append(f"better in {better}/{len(s.results)} seeds at p < {ALPHA:g}")
+        lines.append(f"- `{s.model}` vs `{s.baseline}`, {s.decode_tag}, {s.test_set}: " + "; ".join(parts))
+    return lines
+
+
+def format_results(
+    rows: List[ScoreRow],
+    significance: Optional[Sequence[SignificanceRow]] = None,
+    command: Optional[str] = None,
+) -> str:
+    """Render the rows (and significance tests) as a deterministic markdown document.
+
+    Args:
+        rows: score rows (:func:`collect_scores`); seeds are merged by :func:`group_seeds`.
+        significance: from :func:`collect_significance`; ``None``/empty: no such section.
+        command: the command that made the experiments, written under the title.
 
     Example:
         >>> print(format_results([]).splitlines()[0])
@@ -124,6 +392,7 @@ def format_results(rows: List[ScoreRow]) -> str:
         "# RESULTS",
         "",
         "<!-- Generated by `python -m captionbin.caption_results`; do not edit by hand. -->",
+        *([f"Made by (in the recipe directory): `{command}`", ""] if command else []),
         "Environment and date are deliberately not included, so this file is deterministic: "
         "see each experiment's `config.yaml` and `train.log` for them.",
         "Scores have 3 decimals; `skipped` means the metric could not run "
@@ -132,16 +401,21 @@ def format_results(rows: List[ScoreRow]) -> str:
         "Div-1, Div-2 (higher = more diverse) and mBLEU-4 (lower = more diverse) over the sampled "
         "captions of each clip (`text_samples`); Vocab: distinct words of the 1-best captions. "
         "Models named `ensemble_*` are word-level ensembles (mean of the word probabilities).",
+        "Runs of several training seeds (`_seed<N>` in the dir names) share one row named without "
+        "the seed: `mean ± std` over the `seeds` runs (sample std); a single run shows its own "
+        "values. `paper`: where the model comes from.",
         "",
     ]
     if not rows:
         lines.append("No `score.json` found (run stages 8-9 of caption.sh).")
         return "\n".join(lines) + "\n"
-    header = ["model", "decode", "set", *METRIC_KEYS]
+    header = ["model", "decode", "set", *METRIC_KEYS, "seeds", "paper"]
     lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] * 3 + ["---:"] * len(METRIC_KEYS)) + "|")
-    for r in rows:
-        cells = [r.model, r.decode_tag, r.test_set] + [_cell(r.scores.get(k), k) for k in METRIC_KEYS]
+    lines.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(METRIC_KEYS) + 1) + ["---"]) + "|")
+    for t in group_seeds(rows):
+        cells = [t.model, t.decode_tag, t.test_set]
+        cells += [_mean_std_cell([r.scores.get(k) for r in t.runs], k) for k in METRIC_KEYS]
+        cells += [str(len(t.runs)), model_paper(t.model)]
         lines.append("| " + " | ".join(cells) + " |")
 
     # Reasons for the skipped cells, each distinct (metric, reason) once.
@@ -156,21 +430,31 @@ def format_results(rows: List[ScoreRow]) -> str:
         for (key, reason), where in sorted(reasons.items()):
             scope = "all rows" if len(where) == len(rows) else "; ".join(where)
             lines.append(f"- {key}: {reason} ({scope})")
+    lines += format_significance(significance or [])
     return "\n".join(lines) + "\n"
 
 
-def write_results(exp_dir: Union[str, Path], output: Union[str, Path]) -> List[ScoreRow]:
+def write_results(
+    exp_dir: Union[str, Path], output: Union[str, Path], command: Optional[str] = None
+) -> List[ScoreRow]:
     """Collect the score files below ``exp_dir`` and write the table to ``output``.
+
+    The table merges the seeds of each model (:func:`group_seeds`); the significance
+    section compares each RL model with its XE model (:func:`collect_significance`).
 
     Args:
         exp_dir: experiment root (``exp``).
         output: markdown file to write (``RESULTS.md``), replaced atomically.
+        command: the command that made the experiments (written under the title).
 
     Returns:
-        The rows written.
+        The score rows read (one per ``score.json``).
 
     Raises:
         FileNotFoundError: if ``exp_dir`` does not exist.
+        ValueError: naming the file, for a malformed ``score.json``/``per_clip.json`` or
+            XE/RL per-clip files of different clips; naming the dir, for a path whose
+            components carry different seeds.
     """
     exp_dir = Path(exp_dir)
     if not exp_dir.is_dir():
@@ -178,10 +462,11 @@ def write_results(exp_dir: Union[str, Path], output: Union[str, Path]) -> List[S
     rows = collect_scores(exp_dir)
     if not rows:
         logging.warning("no */decode_*/*/score.json found under %s", exp_dir)
+    significance = collect_significance(rows)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(format_results(rows), encoding="utf-8")
+    tmp.write_text(format_results(rows, significance, command), encoding="utf-8")
     tmp.replace(output)
     logging.info("wrote %d rows to %s", len(rows), output)
     return rows

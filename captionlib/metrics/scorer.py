@@ -120,6 +120,7 @@ def compute_caption_scores(
     java: str = "java",
     tmp_dir: Optional[str] = None,
     hyp_samples: Optional[Mapping[str, Sequence[str]]] = None,
+    per_clip: Optional[Dict[str, Dict[str, float]]] = None,
 ) -> Dict[str, Any]:
     """Score hypotheses against references (raw captions; tokenized here).
 
@@ -136,6 +137,9 @@ def compute_caption_scores(
         tmp_dir: temporary files.
         hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` (e.g. 5 per clip) for
             Div-1, Div-2, mBLEU-4; ``None``: those are skipped. See :func:`diversity_scores`.
+        per_clip: if given, filled with ``{"CIDEr-D": {clip_id: score}, "ROUGE-L": {...}}``
+            for those of the two that were computed (their corpus scores are the means of
+            these; input of :mod:`captionlib.metrics.significance`).
 
     Returns:
         ``{"BLEU-1": float|None, ..., "SPIDEr", "Div-1", "Div-2", "mBLEU-4", "Vocab",
@@ -171,11 +175,15 @@ def compute_caption_scores(
             if f"BLEU-{k + 1}" in wanted:
                 result[f"BLEU-{k + 1}"] = float(bleu[k])
     if "ROUGE-L" in wanted:
-        result["ROUGE-L"], _ = corpus_rouge_l(w_refs, w_hyps)
+        result["ROUGE-L"], rouge_per_clip = corpus_rouge_l(w_refs, w_hyps)
+        if per_clip is not None:
+            per_clip["ROUGE-L"] = dict(rouge_per_clip)
     need_cider = "CIDEr-D" in wanted or "SPIDEr" in wanted
     need_spice = "SPICE" in wanted or "SPIDEr" in wanted
     if need_cider:
-        result["CIDEr-D"], _ = corpus_cider_d(w_refs, w_hyps)
+        result["CIDEr-D"], cider_per_clip = corpus_cider_d(w_refs, w_hyps)
+        if per_clip is not None:
+            per_clip["CIDEr-D"] = dict(cider_per_clip)
         skipped.pop("CIDEr-D", None)
     if "METEOR" in wanted:
         from captionlib.metrics.pycoco import java_available, meteor_score
@@ -372,12 +380,16 @@ def score_caption_files(
     hyp_samples: Optional[str] = None,
     **kwargs: Any,
 ) -> Dict[str, Any]:
-    """Score a decode ``text`` file against a data dir; write ``score.json`` and ``result.txt``.
+    """Score a decode ``text`` file; write ``score.json``, ``result.txt`` and ``per_clip.json``.
 
     Args:
         ref_dir: data dir with ``text`` and ``utt2spk`` (or ``spk2utt``).
         hyp: ``<clip-id> <caption>`` file.
-        output: path of ``score.json``; ``result.txt`` is written beside it.
+        output: path of ``score.json``; ``result.txt`` and ``per_clip.json`` are written
+            beside it. ``per_clip.json`` is ``{"CIDEr-D": {clip_id: score}, "ROUGE-L":
+            {...}}`` for the metrics of the two that were computed (``{}`` if none); each
+            corpus score is the mean of its per-clip scores. It feeds the paired bootstrap
+            of :mod:`captionlib.metrics.significance`.
         metrics: see :func:`compute_caption_scores`.
         spice_lib_dir: CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
         spice_cache_dir: SPICE cache (default ``<dir of output>/spice_cache``).
@@ -416,11 +428,13 @@ def score_caption_files(
     os.makedirs(out_dir, exist_ok=True)
     if spice_cache_dir is None:
         spice_cache_dir = os.path.join(out_dir, "spice_cache")
+    per_clip: Dict[str, Dict[str, float]] = {}
     result = compute_caption_scores(
         refs, hyps, metrics=metrics, spice_lib_dir=spice_lib_dir,
-        spice_cache_dir=spice_cache_dir, hyp_samples=samples, **kwargs,
+        spice_cache_dir=spice_cache_dir, hyp_samples=samples, per_clip=per_clip, **kwargs,
     )
     _atomic_write(output, json.dumps(result, indent=2) + "\n")
+    _atomic_write(os.path.join(out_dir, "per_clip.json"), json.dumps(per_clip, indent=1, sort_keys=True) + "\n")
     header = f"{hyp} vs {ref_dir} ({len(hyps)} clips)"
     _atomic_write(os.path.join(out_dir, "result.txt"), format_result(result, header))
     for line in format_result(result, header).splitlines():

@@ -22,6 +22,13 @@ class GRUDecoder(nn.Module):
         hidden_size: GRU units.
         num_layers: GRU layers.
         dropout: dropout on the word embeddings.
+        init_state: ``zeros`` (seed 000: the GRU starts from a zero state and hears ``v``
+            only as its first input) or ``audio``: the initial state of every layer is also
+            ``tanh(W v + b)`` (Show, Attend and Tell's initialisation), which conditions every
+            step on the audio more directly.
+
+    Raises:
+        ValueError: unknown ``init_state``.
     """
 
     def __init__(
@@ -31,9 +38,14 @@ class GRUDecoder(nn.Module):
         hidden_size: int = 512,
         num_layers: int = 1,
         dropout: float = 0.3,
+        init_state: str = "zeros",
     ):
         super().__init__()
+        if init_state not in ("zeros", "audio"):
+            raise ValueError(f"init_state must be zeros or audio, got {init_state!r}")
         self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.init = nn.Linear(embed_size, num_layers * hidden_size) if init_state == "audio" else None
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.GRU(embed_size, hidden_size, num_layers=num_layers, batch_first=True)
@@ -51,8 +63,14 @@ class GRUDecoder(nn.Module):
             valid position predicts eos).
         """
         x = torch.cat([v.unsqueeze(1), self.dropout(self.embed(ys_in))], dim=1)
-        out, _ = self.rnn(x)
+        out, _ = self.rnn(x, self._initial_state(v))
         return self._logits(out)
+
+    def _initial_state(self, v: torch.Tensor):
+        """(num_layers, batch, hidden) initial state from ``v``, or ``None`` (zeros)."""
+        if self.init is None:
+            return None
+        return torch.tanh(self.init(v)).view(v.size(0), self.num_layers, -1).transpose(0, 1).contiguous()
 
     def _logits(self, out: torch.Tensor) -> torch.Tensor:
         """Output layer; the padding token (id 0) can never be emitted."""
@@ -67,7 +85,7 @@ class GRUDecoder(nn.Module):
 
     def first_step(self, v: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Feed ``v``; returns (log-probs of the first word (batch, vocab), state)."""
-        out, state = self.rnn(v.unsqueeze(1))
+        out, state = self.rnn(v.unsqueeze(1), self._initial_state(v))
         return torch.log_softmax(self._logits(out[:, 0]), dim=-1), state
 
     def step(self, tokens: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

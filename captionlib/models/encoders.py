@@ -4,7 +4,7 @@
 reinforcement learning approach to audio captioning", DCASE 2020, Fig. 1 / sec. 2.1).
 """
 
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import nn
@@ -48,30 +48,51 @@ class CRNNEncoder(nn.Module):
     over time (seed 000's global average pooling) gives ``v`` of size 256. With
     ``n_mels=64`` it has 679,042 parameters (seed 000: "679k").
 
+    ``channels`` and ``freq_pooling`` make narrower encoders for small corpora and CPU
+    budgets (e.g. ``egs/soundscapes``); the defaults are seed 000's.
+
     Args:
-        n_mels: feature dimension; must be divisible by 64 (the three frequency pools).
+        n_mels: feature dimension; must be divisible by the product of ``freq_pooling``.
         dropout: dropout before the BiGRU.
         rnn_units: GRU units per direction (output size is twice this).
+        channels: output channels of the 5 conv layers (blocks [c1] | [c2, c3] | [c4, c5]).
+        freq_pooling: frequency kernels of the 3 pooling layers.
+
+    Raises:
+        ValueError: ``n_mels`` not divisible by the frequency pooling, or not 5 channels /
+            3 pooling kernels.
     """
 
     time_subsampling = 4
 
-    def __init__(self, n_mels: int = 64, dropout: float = 0.3, rnn_units: int = 128):
+    def __init__(
+        self,
+        n_mels: int = 64,
+        dropout: float = 0.3,
+        rnn_units: int = 128,
+        channels: Sequence[int] = (32, 128, 128, 128, 128),
+        freq_pooling: Sequence[int] = (4, 4, 4),
+    ):
         super().__init__()
-        if n_mels % 64 != 0:
-            raise ValueError(f"CRNNEncoder needs n_mels divisible by 64, got {n_mels}")
+        channels, freq_pooling = list(channels), list(freq_pooling)
+        if len(channels) != 5 or len(freq_pooling) != 3:
+            raise ValueError(f"CRNNEncoder needs 5 channels and 3 freq_pooling kernels, got {channels}, {freq_pooling}")
+        pool = freq_pooling[0] * freq_pooling[1] * freq_pooling[2]
+        if n_mels % pool != 0:
+            raise ValueError(f"CRNNEncoder needs n_mels divisible by {pool} (freq_pooling {freq_pooling}), got {n_mels}")
+        c1, c2, c3, c4, c5 = channels
         self.cnn = nn.Sequential(
-            _conv_block(1, 32),
-            nn.LPPool2d(4, (2, 4)),
-            _conv_block(32, 128),
-            _conv_block(128, 128),
-            nn.LPPool2d(4, (2, 4)),
-            _conv_block(128, 128),
-            _conv_block(128, 128),
-            nn.LPPool2d(4, (1, 4)),
+            _conv_block(1, c1),
+            nn.LPPool2d(4, (2, freq_pooling[0])),
+            _conv_block(c1, c2),
+            _conv_block(c2, c3),
+            nn.LPPool2d(4, (2, freq_pooling[1])),
+            _conv_block(c3, c4),
+            _conv_block(c4, c5),
+            nn.LPPool2d(4, (1, freq_pooling[2])),
             nn.Dropout(dropout),
         )
-        rnn_in = 128 * (n_mels // 64)
+        rnn_in = c5 * (n_mels // pool)
         self.rnn = nn.GRU(rnn_in, rnn_units, batch_first=True, bidirectional=True)
         self.output_size = 2 * rnn_units
 
@@ -83,8 +104,8 @@ class CRNNEncoder(nn.Module):
             lengths: (batch,) valid frames per clip.
 
         Returns:
-            ``v`` (batch, 256) clip embedding and the frame-level outputs
-            (batch, frames // 4, 256), zero beyond each clip's ``lengths // 4`` frames.
+            ``v`` (batch, 2 * rnn_units) clip embedding and the frame-level outputs
+            (batch, frames // 4, 2 * rnn_units), zero beyond each clip's ``lengths // 4`` frames.
         """
         x, lens = feats.unsqueeze(1), lengths
         for layer in self.cnn:
@@ -100,9 +121,12 @@ class CRNNEncoder(nn.Module):
         x = x.permute(0, 2, 1, 3).flatten(2)  # (B, T/4, C*F')
         t_out = x.size(1)
         out_lens = lens.clamp(min=1, max=t_out)
-        # packed: the backward direction starts at each clip's own last frame, so a clip's
-        # embedding does not depend on the padding its batch-mates impose
-        packed = nn.utils.rnn.pack_padded_sequence(x, out_lens.cpu(), batch_first=True, enforce_sorted=False)
-        x, _ = self.rnn(packed)
-        x, _ = nn.utils.rnn.pad_packed_sequence(x, batch_first=True, total_length=t_out)
+        if bool((out_lens == t_out).all()):  # no padding: packing would change nothing
+            x, _ = self.rnn(x)
+        else:
+            # packed: the backward direction starts at each clip's own last frame, so a clip's
+            # embedding does not depend on the padding its batch-mates impose
+            packed = nn.utils.rnn.pack_padded_sequence(x, out_lens.cpu(), batch_first=True, enforce_sorted=False)
+            x, _ = self.rnn(packed)
+            x, _ = nn.utils.rnn.pad_packed_sequence(x, batch_first=True, total_length=t_out)
         return masked_mean(x, out_lens), x

@@ -41,7 +41,7 @@ dumpdir=dump         # Directory to dump features.
 expdir=exp           # Directory to save experiments.
 
 # Data preparation related
-local_data_opts= # The options given to local/download.sh and local/data.sh.
+local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh.
 
 # Feature extraction related
 feats_type=logmel # Feature type (names dump/<feats_type>/).
@@ -67,6 +67,9 @@ rl_algo=scst # RL algorithm(s), space-separated (e.g. "scst"); empty: no RL stag
 rl_config=   # Config for RL training (empty: conf/train_<algo>.yaml).
 rl_args=     # Extra arguments for caption_rl_train.
 
+# Training seeds
+seeds= # Seeds, space-separated (e.g. "0 1 2"): stages 5-9 run once per seed into <tag>_seed<N> dirs (--seed N) and RESULTS.md shows mean ± std; empty: one run with the configs' seed.
+
 # Checkpoint averaging related
 nbest_average=0 # Average the N best checkpoints by valid CIDEr-D (stage 7 runs only when > 0).
 
@@ -79,7 +82,10 @@ num_diversity_samples=5 # Sampled captions per clip for Div-1/Div-2/mBLEU-4 (see
 
 # Ensemble related (seed 000 CRNN-E)
 ensemble_models= # Model files decoded as one word-level ensemble, space-separated; "all": ${inference_model} of every model dir of this run.
-ensemble_tag=    # Name of the ensemble dir under ${expdir} (empty: derived from the model files).
+ensemble_tag=    # Name of the ensemble dir under ${expdir} (empty: derived from the model files; with --seeds: ensemble_seed<N>).
+
+# Reference rows
+corpus_prior=false # Also score the corpus prior: the most frequent training caption given to every clip (exp/corpus_prior).
 
 # Scoring related
 metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
@@ -89,12 +95,14 @@ spice_lib_dir= # Directory with the Stanford CoreNLP jars SPICE needs (empty: ca
 train_sets=  # Training split(s), space-separated; several are combined into data/train_<a>_<b>.
 valid_set=   # Validation set.
 test_sets=   # Test sets, space-separated.
+xe_test_sets= # More test sets decoded and scored with the XE model(s) only (e.g. control sets), space-separated.
 
 help_message=$(cat << EOF
 Usage: $0 --train_sets "<train_split(s)>" --valid_set "<valid_set>" --test_sets "<test_sets>"
 
 Stages:
-    0: download (local/download.sh, only if the recipe has it)   1: data prep (local/data.sh)
+    0: download or generate the corpus (local/download.sh or local/generate.sh, if the recipe has one)
+    1: data prep (local/data.sh)
     2: feature dump   3: token list (+ Word2Vec)   4: statistics (CMVN, CIDEr-D df)   5: XE training
     6: RL fine-tuning   7: checkpoint averaging   8: decoding (+ samples, ensemble)   9: scoring, RESULTS.md
 
@@ -113,7 +121,7 @@ Options:
     --expdir         # Directory to save experiments (default="${expdir}").
 
     # Data preparation related
-    --local_data_opts # The options given to local/download.sh and local/data.sh (default="${local_data_opts}").
+    --local_data_opts # The options given to local/download.sh or local/generate.sh, and local/data.sh (default="${local_data_opts}").
 
     # Feature extraction related
     --feats_type     # Feature type (default="${feats_type}").
@@ -139,6 +147,9 @@ Options:
     --rl_config # Config for RL training; empty: conf/train_<algo>.yaml (default="${rl_config}").
     --rl_args   # Extra arguments for caption_rl_train (default="${rl_args}").
 
+    # Training seeds
+    --seeds # Seeds, e.g. "0 1 2": stages 5-9 once per seed into <tag>_seed<N> dirs; RESULTS.md gives mean ± std (default="${seeds}").
+
     # Checkpoint averaging related
     --nbest_average # Average the N best checkpoints; 0 skips stage 7 (default="${nbest_average}").
 
@@ -153,7 +164,10 @@ Options:
     --ensemble_models # Model files decoded as a word-level ensemble into \${expdir}/<ensemble_tag>;
                       # "all" = \${inference_model} of every model dir of this run (default="${ensemble_models}").
     --ensemble_tag    # Ensemble dir name; empty: ensemble_<model names joined by +>, or ensemble_<N>models_<md5>
-                      # when that is over 100 characters (default="${ensemble_tag}").
+                      # when that is over 100 characters; with --seeds and "all": <tag or ensemble>_seed<N> (default="${ensemble_tag}").
+
+    # Reference rows
+    --corpus_prior # Score the most frequent training caption as every clip's caption (default="${corpus_prior}").
 
     # Scoring related
     --metrics       # Metrics given to caption_score (default="${metrics}").
@@ -163,6 +177,7 @@ Options:
     --train_sets # Training split(s), space-separated, required (default="${train_sets}").
     --valid_set  # Validation set, required (default="${valid_set}").
     --test_sets  # Test sets, space-separated, required (default="${test_sets}").
+    --xe_test_sets # Test sets decoded with the XE model(s) only, e.g. a control set (default="${xe_test_sets}").
 EOF
 )
 
@@ -191,6 +206,19 @@ done
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 case "${word2vec}" in true|false) ;; *) log "Error: --word2vec must be true or false, got '${word2vec}'"; exit 2;; esac
+case "${corpus_prior}" in true|false) ;; *) log "Error: --corpus_prior must be true or false, got '${corpus_prior}'"; exit 2;; esac
+for _s in ${seeds}; do
+    case "${_s}" in *[!0-9]*) log "Error: --seeds must be integers >= 0, got '${seeds}'"; exit 2;; esac
+done
+if [ -n "${seeds}" ]; then
+    # shellcheck disable=SC2086  # one seed per line
+    if [ "$(printf '%s\n' ${seeds} | sort | uniq -d)" != "" ]; then
+        log "Error: --seeds '${seeds}' repeats a seed"; exit 2
+    fi
+    case " ${xe_args} ${rl_args} " in
+        *" --seed "*|*" --seed="*) log "Error: give the training seeds with --seeds, not --seed in --xe_args/--rl_args"; exit 2;;
+    esac
+fi
 case "${num_diversity_samples}" in ''|*[!0-9]*) log "Error: --num_diversity_samples must be an integer >= 0, got '${num_diversity_samples}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
@@ -207,7 +235,7 @@ else
     train_set=${_train_sets[0]}
 fi
 # Every set that needs features, each once
-all_sets=$(echo "${train_set} ${valid_set} ${test_sets}" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd ' ' -)
+all_sets=$(echo "${train_set} ${valid_set} ${test_sets} ${xe_test_sets}" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd ' ' -)
 if [ "${token_type}" = bpe ]; then token_tag=bpe${nbpe}; else token_tag=word; fi
 token_list=data/token_list/${token_tag}/tokens.txt
 word2vec_file=data/token_list/${token_tag}/word2vec.npy
@@ -220,44 +248,73 @@ if [ -z "${xe_tag}" ]; then
         xe_tag+=_w2v$(sanitize "${word2vec_args}")
     fi
 fi
-xe_exp=${expdir}/${xe_tag}
 rl_config_of() { if [ -n "${rl_config}" ]; then echo "${rl_config}"; else echo "conf/train_$1.yaml"; fi; }
 rl_tag_of() { echo "$1_$(basename "$(rl_config_of "$1")" .yaml)$(sanitize "${rl_args}")"; }
-model_dirs=${xe_exp}
-for _algo in ${rl_algo}; do
-    model_dirs+=" ${xe_exp}/$(rl_tag_of "${_algo}")"
-done
+# Seeds: "none" stands for one run with the configs' own seed and no name suffix.
+seed_list=${seeds:-none}
+seed_suffix() { if [ "$1" != none ]; then echo "_seed$1"; fi; }
+seed_opts() { if [ "$1" != none ]; then echo "--seed $1"; fi; }
+xe_exp_of() { echo "${expdir}/${xe_tag}$(seed_suffix "$1")"; }
+rl_exp_of() { echo "$(xe_exp_of "$1")/$(rl_tag_of "$2")$(seed_suffix "$1")"; }
+model_dirs_of() {
+    local _a
+    xe_exp_of "$1"
+    for _a in ${rl_algo}; do rl_exp_of "$1" "${_a}"; done
+}
+model_dirs=$(for _s in ${seed_list}; do model_dirs_of "${_s}"; done | paste -sd ' ' -)
 if [ -z "${decode_tag}" ]; then
     decode_tag=$(basename "${decode_config}" .yaml)$(sanitize "${decode_args}")_model_${inference_model%.pth}
 fi
-# Word-level ensemble: its model files and its dir (${expdir}/ensemble_<names of the models>)
-ensemble_files=()
-for _m in ${ensemble_models}; do
-    if [ "${_m}" = all ]; then
-        for _dir in ${model_dirs}; do
-            ensemble_files+=("${_dir}/${inference_model}")
-        done
-    else
-        ensemble_files+=("${_m}")
+# Word-level ensembles, one "<dir>|<model>,<model>,..." entry each (one per seed for "all" with --seeds)
+ensemble_name_of() {
+    # exp/xe_a/valid.cider_d.best.pth exp/xe_a/scst_b/valid.cider_d.best.pth -> ensemble_xe_a+xe_a-scst_b
+    local _m _n _names=() _tag
+    for _m in "$@"; do
+        _n=${_m#"${expdir}"/}
+        _n=${_n%/"${inference_model}"}
+        _n=${_n%.pth}
+        _names+=("$(sanitize "${_n//\//-}")")
+    done
+    _tag=ensemble_$(IFS=+; echo "${_names[*]}")
+    if [ ${#_tag} -gt 100 ]; then
+        _tag=ensemble_$#models_$(printf '%s\n' "$@" | md5sum | cut -c1-8)
     fi
-done
-ensemble_dir=
-if [ ${#ensemble_files[@]} -gt 0 ]; then
-    if [ -z "${ensemble_tag}" ]; then
-        # exp/xe_a/valid.cider_d.best.pth exp/xe_a/scst_b/valid.cider_d.best.pth -> ensemble_xe_a+xe_a-scst_b
-        _names=()
-        for _m in "${ensemble_files[@]}"; do
-            _n=${_m#"${expdir}"/}
-            _n=${_n%/"${inference_model}"}
-            _n=${_n%.pth}
-            _names+=("$(sanitize "${_n//\//-}")")
-        done
-        ensemble_tag=ensemble_$(IFS=+; echo "${_names[*]}")
-        if [ ${#ensemble_tag} -gt 100 ]; then
-            ensemble_tag=ensemble_${#ensemble_files[@]}models_$(printf '%s\n' "${ensemble_files[@]}" | md5sum | cut -c1-8)
+    echo "${_tag}"
+}
+ensembles=()
+if [ "${ensemble_models}" = all ] && [ -n "${seeds}" ]; then
+    for _s in ${seed_list}; do
+        _files=()
+        for _dir in $(model_dirs_of "${_s}"); do _files+=("${_dir}/${inference_model}"); done
+        ensembles+=("${expdir}/${ensemble_tag:-ensemble}_seed${_s}|$(IFS=,; echo "${_files[*]}")")
+    done
+elif [ -n "${ensemble_models}" ]; then
+    _files=()
+    for _m in ${ensemble_models}; do
+        if [ "${_m}" = all ]; then
+            for _dir in ${model_dirs}; do _files+=("${_dir}/${inference_model}"); done
+        else
+            _files+=("${_m}")
         fi
-    fi
-    ensemble_dir=${expdir}/${ensemble_tag}
+    done
+    ensembles+=("${expdir}/${ensemble_tag:-$(ensemble_name_of "${_files[@]}")}|$(IFS=,; echo "${_files[*]}")")
+fi
+# Decodes of stages 8-9, one "<model file(s), comma-separated>|<decode dir>|<sets>" entry each;
+# the XE models also decode --xe_test_sets.
+decodes=()
+for _s in ${seed_list}; do
+    for _dir in $(model_dirs_of "${_s}"); do
+        _sets=${test_sets}
+        if [ "${_dir}" = "$(xe_exp_of "${_s}")" ]; then _sets+=" ${xe_test_sets}"; fi
+        decodes+=("${_dir}/${inference_model}|${_dir}/decode_${decode_tag}|${_sets}")
+    done
+done
+for _e in ${ensembles[@]+"${ensembles[@]}"}; do
+    decodes+=("${_e#*|}|${_e%%|*}/decode_${decode_tag}|${test_sets}")
+done
+prior_dir=
+if "${corpus_prior}"; then
+    prior_dir=${expdir}/corpus_prior
 fi
 
 # Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
@@ -293,12 +350,16 @@ write_run_sh() {
 
 if ! "${skip_data_prep}"; then
     if [ ${stage} -le 0 ] && [ ${stop_stage} -ge 0 ]; then
-        log "Stage 0: Download the corpus (if the recipe has local/download.sh)"
         if [ -x local/download.sh ]; then
+            log "Stage 0: Download the corpus (local/download.sh)"
             # shellcheck disable=SC2086
             local/download.sh ${local_data_opts}
+        elif [ -x local/generate.sh ]; then
+            log "Stage 0: Generate the corpus (local/generate.sh)"
+            # shellcheck disable=SC2086
+            local/generate.sh ${local_data_opts}
         else
-            log "No local/download.sh in this recipe: nothing to download"
+            log "Stage 0: no local/download.sh or local/generate.sh in this recipe: nothing to do"
         fi
     fi
 
@@ -350,39 +411,49 @@ fi
 
 if ! "${skip_train}"; then
     if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
-        log "Stage 5: XE training: ${xe_exp} (log: ${xe_exp}/train.log)"
-        write_run_sh "${xe_exp}" --stage 5
-        keep_old_log "${xe_exp}/train.log"
         _w2v_opts=
         if "${word2vec}"; then
             [ -f "${word2vec_file}" ] || { log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1; }
             _w2v_opts="--init_embedding ${word2vec_file}"
         fi
-        # shellcheck disable=SC2086
-        ${cuda_cmd} --gpu "${ngpu}" "${xe_exp}/train.log" \
-            ${python} -m captionbin.caption_train --config "${xe_config}" \
-                --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
-                --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
-                --token_list "${token_list}" --feats_stats "${feats_stats}" \
-                --output_dir "${xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args}
+        for _s in ${seed_list}; do
+            _xe_exp=$(xe_exp_of "${_s}")
+            log "Stage 5: XE training: ${_xe_exp} (log: ${_xe_exp}/train.log)"
+            if [ "${_s}" = none ]; then write_run_sh "${_xe_exp}" --stage 5; else write_run_sh "${_xe_exp}" --stage 5 --seeds "${_s}"; fi
+            keep_old_log "${_xe_exp}/train.log"
+            # shellcheck disable=SC2086
+            ${cuda_cmd} --gpu "${ngpu}" "${_xe_exp}/train.log" \
+                ${python} -m captionbin.caption_train --config "${xe_config}" \
+                    --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
+                    --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                    --token_list "${token_list}" --feats_stats "${feats_stats}" \
+                    --output_dir "${_xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args} $(seed_opts "${_s}")
+        done
     fi
 
     if [ ${stage} -le 6 ] && [ ${stop_stage} -ge 6 ]; then
-        for algo in ${rl_algo}; do
-            _cfg=$(rl_config_of "${algo}")
-            _rl_exp=${xe_exp}/$(rl_tag_of "${algo}")
-            log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from ${xe_exp}: ${_rl_exp} (log: ${_rl_exp}/train.log)"
-            [ -f "${_cfg}" ] || { log "Error: RL config ${_cfg} not found (give --rl_config)"; exit 1; }
-            write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
-            keep_old_log "${_rl_exp}/train.log"
-            # shellcheck disable=SC2086
-            ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
-                ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
-                    --init_param "${xe_exp}/valid.cider_d.best.pth" \
-                    --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
-                    --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
-                    --token_list "${token_list}" --cider_df "${cider_df}" \
-                    --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args}
+        for _s in ${seed_list}; do
+            _xe_exp=$(xe_exp_of "${_s}")
+            for algo in ${rl_algo}; do
+                _cfg=$(rl_config_of "${algo}")
+                _rl_exp=$(rl_exp_of "${_s}" "${algo}")
+                log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from ${_xe_exp}: ${_rl_exp} (log: ${_rl_exp}/train.log)"
+                [ -f "${_cfg}" ] || { log "Error: RL config ${_cfg} not found (give --rl_config)"; exit 1; }
+                if [ "${_s}" = none ]; then
+                    write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
+                else
+                    write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}" --seeds "${_s}"
+                fi
+                keep_old_log "${_rl_exp}/train.log"
+                # shellcheck disable=SC2086
+                ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
+                    ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
+                        --init_param "${_xe_exp}/valid.cider_d.best.pth" \
+                        --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
+                        --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                        --token_list "${token_list}" --cider_df "${cider_df}" \
+                        --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args} $(seed_opts "${_s}")
+            done
         done
     fi
 
@@ -399,36 +470,40 @@ fi
 
 if ! "${skip_eval}"; then
     if [ ${stage} -le 8 ] && [ ${stop_stage} -ge 8 ]; then
-        for _dir in ${model_dirs}; do
-            for dset in ${test_sets}; do
-                log "Stage 8: Decoding ${dset} with ${_dir}/${inference_model}: ${_dir}/decode_${decode_tag}/${dset}"
+        for _e in ${ensembles[@]+"${ensembles[@]}"}; do
+            mkdir -p "${_e%%|*}"
+            tr ',' '\n' <<< "${_e#*|}" > "${_e%%|*}/models.txt"
+        done
+        for _job in "${decodes[@]}"; do
+            IFS='|' read -r _models _ddir _sets <<< "${_job}"
+            for dset in ${_sets}; do
+                log "Stage 8: Decoding ${dset} with ${_models//,/ }: ${_ddir}/${dset}"
                 scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
                     --decode_config "${decode_config}" --decode_args "${decode_args}" \
                     --num_diversity_samples "${num_diversity_samples}" \
-                    "${_dir}/${inference_model}" "${dumpdir}/${feats_type}/${dset}" "${_dir}/decode_${decode_tag}/${dset}"
+                    "${_models}" "${dumpdir}/${feats_type}/${dset}" "${_ddir}/${dset}"
             done
         done
-        if [ -n "${ensemble_dir}" ]; then
-            mkdir -p "${ensemble_dir}"
-            printf '%s\n' "${ensemble_files[@]}" > "${ensemble_dir}/models.txt"
+        if [ -n "${prior_dir}" ]; then
             for dset in ${test_sets}; do
-                log "Stage 8: Decoding ${dset} with the word-level ensemble of ${ensemble_files[*]}: ${ensemble_dir}/decode_${decode_tag}/${dset}"
-                scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
-                    --decode_config "${decode_config}" --decode_args "${decode_args}" \
-                    --num_diversity_samples "${num_diversity_samples}" \
-                    "$(IFS=,; echo "${ensemble_files[*]}")" "${dumpdir}/${feats_type}/${dset}" \
-                    "${ensemble_dir}/decode_${decode_tag}/${dset}"
+                log "Stage 8: Corpus prior (most frequent caption of data/${train_set}) for ${dset}: ${prior_dir}/decode_most_frequent_train_caption/${dset}"
+                ${python} -m captionbin.caption_corpus_prior --train_text "data/${train_set}/text" \
+                    --data_dir "data/${dset}" --output_dir "${prior_dir}/decode_most_frequent_train_caption/${dset}"
             done
         fi
     fi
 
     if [ ${stage} -le 9 ] && [ ${stop_stage} -ge 9 ]; then
-        for _dir in ${model_dirs} ${ensemble_dir}; do
-            for dset in ${test_sets}; do
-                _ddir=${_dir}/decode_${decode_tag}/${dset}
-                log "Stage 9: Scoring ${_ddir} (${metrics})"
+        _scores=("${decodes[@]}")
+        if [ -n "${prior_dir}" ]; then
+            _scores+=("|${prior_dir}/decode_most_frequent_train_caption|${test_sets}")
+        fi
+        for _job in "${_scores[@]}"; do
+            IFS='|' read -r _ _ddir _sets <<< "${_job}"
+            for dset in ${_sets}; do
+                log "Stage 9: Scoring ${_ddir}/${dset} (${metrics})"
                 scripts/score.sh --cmd "${train_cmd}" --python "${python}" --metrics "${metrics}" \
-                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}"
+                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}"
             done
         done
         ${python} -m captionbin.caption_results --exp_dir "${expdir}" --output RESULTS.md

@@ -317,3 +317,12 @@ def test_download_sh_present_root_and_offline(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
     assert "cannot reach" in out and "Download Clotho v2.1 by hand" in out and "--clotho_root" in out
+
+
+def test_id_prefix(tmp_path):
+    d = tmp_path / "data"
+    caption_prepare_clotho.main(["--clotho_root", str(SUBSET), "--split", "evaluation", "--output_dir", str(d),
+                                 "--id_prefix", "soundscapes"])
+    assert all(k.startswith("soundscapes-evaluation-") for k in read_scp(d / "wav.scp"))
+    with pytest.raises(ClothoPrepError, match="id_prefix"):
+        prepare_clotho(SUBSET, "evaluation", tmp_path / "x", id_prefix="a b")

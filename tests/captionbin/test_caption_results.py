@@ -2,11 +2,20 @@
 
 import json
 
+import numpy as np
 import pytest
 import yaml
 
 from captionbin.caption_results import get_parser, main
-from captionlib.metrics.results import METRIC_KEYS, collect_scores, format_results
+from captionlib.metrics.results import (
+    METRIC_KEYS,
+    collect_scores,
+    format_results,
+    group_seeds,
+    model_algorithm,
+    model_paper,
+    seed_group,
+)
 
 FULL = {
     "BLEU-1": 0.51234,
@@ -76,12 +85,17 @@ def test_results_md(exp, tmp_path):
     text = out.read_text()
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("| model"))
-    assert header.split("|")[4:-1] == [f" {k} " for k in METRIC_KEYS]
+    assert header.split("|")[4:-1] == [f" {k} " for k in METRIC_KEYS] + [" seeds ", " paper "]
     rows = [line for line in lines if line.startswith("| xe_")]
     assert len(rows) == 3
     assert "| 0.512 | 0.300 |" in rows[0] and "| 0.457 |" in rows[0]
     assert rows[0].split("|")[4:-1][METRIC_KEYS.index("SPIDEr")].strip() == "0.278"
-    assert rows[1].endswith("| skipped | skipped |")
+    cells = rows[1].split("|")[4:-1]
+    assert cells[METRIC_KEYS.index("SPICE")].strip() == cells[METRIC_KEYS.index("SPIDEr")].strip() == "skipped"
+    assert cells[METRIC_KEYS.index("CIDEr-D")].strip() == "0.457"
+    assert rows[1].endswith("| 1 | Xu et al. 2020 (seed 000), XE |")
+    assert rows[2].endswith("| 1 | Rennie et al. 2017; Xu et al. 2020 |")
+    assert "## Significance" not in text  # no per_clip.json: no bootstrap
     assert "- SPICE: Stanford CoreNLP jars not found (xe_train_xe_logmel_word" in text
     assert "- SPIDEr: needs SPICE" in text
     assert "not included" in text  # the header says the environment/date is left out
@@ -112,3 +126,151 @@ def test_empty_exp(tmp_path):
     out = tmp_path / "R.md"
     main(["--exp_dir", str(tmp_path / "exp"), "--output", str(out)])
     assert "No `score.json` found" in out.read_text()
+
+
+# ----------------------------------------------------------------------------- seeds
+XE = "xe_train_xe_small_logmel_word"
+TAG = "decode_model_valid.cider_d.best"
+CLIPS = [f"clip{i:02d}" for i in range(40)]
+
+
+def test_seed_group():
+    assert seed_group(f"{XE}_seed0/scst_train_scst_small_seed0") == (f"{XE}/scst_train_scst_small", 0)
+    assert seed_group("ensemble_seed2") == ("ensemble", 2)
+    assert seed_group("xe_a_seed12_lr0.1/sle_b") == ("xe_a_lr0.1/sle_b", 12)
+    assert seed_group("corpus_prior") == ("corpus_prior", None)
+    assert seed_group("xe_a_seedling_seed") == ("xe_a_seedling_seed", None)  # not a seed token
+    with pytest.raises(ValueError, match="xe_a_seed0/scst_b_seed1: .*different seeds"):
+        seed_group("xe_a_seed0/scst_b_seed1")
+
+
+def test_model_algorithm_and_paper():
+    assert model_algorithm(f"{XE}_seed0") == "xe"
+    assert model_algorithm(f"{XE}_seed0/reinforce_plus_train_rp_seed0") == "reinforce_plus"
+    assert model_algorithm(f"{XE}/mc_pg_x") == "mc_pg" and model_algorithm(f"{XE}/ac_x") == "ac"
+    assert model_algorithm("ensemble_seed2") == "ensemble" and model_algorithm("corpus_prior") == "corpus_prior"
+    assert model_algorithm("baseline_x") is None and model_paper("baseline_x") == ""
+    assert model_paper(f"{XE}/sle_x") == "Chen & Jin 2020 (SLE)"
+    assert model_paper(f"{XE}/multitask_x") == "Li & Gong 2019 (multitask)"
+
+
+def _run_tree(exp, seeds=(0, 1, 2), per_clip=True):
+    """XE + SCST + SLE per seed, an ensemble per seed, a corpus prior; 2 test sets.
+
+    Per-clip CIDEr-D: SCST clearly better than XE in every seed; SLE equal to XE in seed 0
+    and slightly worse in the others.
+    """
+    rng = np.random.default_rng(0)
+    for seed in seeds:
+        xe = rng.gamma(2.0, 0.2, size=len(CLIPS))
+        models = {
+            f"{XE}_seed{seed}": xe,
+            f"{XE}_seed{seed}/scst_train_scst_small_seed{seed}": xe + 0.15 + rng.normal(0, 0.05, size=len(CLIPS)),
+            f"{XE}_seed{seed}/sle_train_sle_small_seed{seed}": xe - 0.01 * seed,
+            f"ensemble_seed{seed}": xe + 0.05,
+        }
+        for model, cider in models.items():
+            for dset in ("evaluation", "evaluation_deaf"):
+                score = dict(FULL, **{"CIDEr-D": float(np.mean(cider)), "BLEU-1": 0.5 + 0.01 * seed})
+                path = _write(exp, model, TAG, dset, score)
+                if per_clip:
+                    obj = {"CIDEr-D": dict(zip(CLIPS, cider.tolist())), "ROUGE-L": {c: 0.3 for c in CLIPS}}
+                    path.with_name("per_clip.json").write_text(json.dumps(obj))
+    _write(exp, "corpus_prior", "most_frequent_train_caption", "evaluation", dict(FULL, SPICE=None))
+
+
+def _table(text):
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    cols = [c.strip() for c in header.split("|")[1:-1]]
+    rows = [dict(zip(cols, [c.strip() for c in line.split("|")[1:-1]]))
+            for line in lines if line.startswith("| ") and not line.startswith("| model")]
+    return {(r["model"], r["set"]): r for r in rows}
+
+
+def test_seed_rows_are_merged(tmp_path):
+    exp = tmp_path / "exp"
+    _run_tree(exp)
+    rows = collect_scores(exp)
+    assert len(rows) == 4 * 3 * 2 + 1
+    table = _table(format_results(rows))
+    assert len(table) == 4 * 2 + 1
+    xe = table[(XE, "evaluation")]
+    assert xe["seeds"] == "3" and xe["paper"] == "Xu et al. 2020 (seed 000), XE"
+    assert xe["BLEU-1"] == "0.510 ± 0.010"  # 0.50, 0.51, 0.52: sample std 0.01
+    assert xe["ROUGE-L"] == "0.350 ± 0.000"
+    score_files = [exp / f"{XE}_seed{s}" / f"decode_{TAG}" / "evaluation" / "score.json" for s in range(3)]
+    ciders = [json.loads(f.read_text())["CIDEr-D"] for f in score_files]
+    assert xe["CIDEr-D"] == f"{np.mean(ciders):.3f} ± {np.std(ciders, ddof=1):.3f}"
+    assert xe["Vocab"] == "skipped"  # Vocab absent from these score files
+    scst = table[(f"{XE}/scst_train_scst_small", "evaluation_deaf")]
+    assert scst["seeds"] == "3" and scst["paper"] == "Rennie et al. 2017; Xu et al. 2020"
+    assert table[("ensemble", "evaluation")]["paper"] == "Xu et al. 2020 (word-level ensemble)"
+    prior = table[("corpus_prior", "evaluation")]
+    assert prior["seeds"] == "1" and prior["SPICE"] == "skipped" and prior["paper"] == "most frequent training caption"
+    assert prior["CIDEr-D"] == "0.457"
+
+
+def test_single_seed_rows_keep_their_names(tmp_path):
+    exp = tmp_path / "exp"
+    _run_tree(exp, seeds=(0,))
+    table = _table(format_results(collect_scores(exp)))
+    assert (f"{XE}_seed0", "evaluation") in table and ("ensemble_seed0", "evaluation") in table
+    row = table[(f"{XE}_seed0/scst_train_scst_small_seed0", "evaluation")]
+    assert row["BLEU-1"] == "0.500" and row["seeds"] == "1" and "±" not in row["CIDEr-D"]
+
+
+def test_skipped_in_one_seed_is_skipped(tmp_path):
+    exp = tmp_path / "exp"
+    _write(exp, "xe_a_seed0", "t", "s", FULL)
+    _write(exp, "xe_a_seed1", "t", "s", dict(FULL, METEOR=None, skipped={"METEOR": "no Java"}))
+    _write(exp, "xe_a_seed2", "t", "s", dict(FULL, METEOR=float("nan")))
+    rows = collect_scores(exp)
+    (t,) = group_seeds(rows)
+    assert t.model == "xe_a" and [r.model for r in t.runs] == ["xe_a_seed0", "xe_a_seed1", "xe_a_seed2"]
+    text = format_results(rows)
+    assert _table(text)[("xe_a", "s")]["METEOR"] == "skipped"
+    assert "- METEOR: no Java (xe_a_seed1 t s)" in text
+    (exp / "xe_a_seed1" / "decode_t" / "s" / "score.json").write_text(json.dumps(FULL))
+    assert _table(format_results(collect_scores(exp)))[("xe_a", "s")]["METEOR"] == "nan"
+
+
+def test_significance_section(tmp_path):
+    exp = tmp_path / "exp"
+    _run_tree(exp)
+    out = tmp_path / "RESULTS.md"
+    main(["--exp_dir", str(exp), "--output", str(out)])
+    text = out.read_text()
+    sig = text[text.index("## Significance"):].splitlines()
+    lines = [line for line in sig if line.startswith("- ")]
+    assert len(lines) == 2 * 2  # (scst, sle) x 2 test sets; no line for ensembles or the prior
+    start = f"- `{XE}/scst_train_scst_small` vs `{XE}`, {TAG}, evaluation:"
+    scst = next(line for line in lines if line.startswith(start))
+    for s in range(3):
+        assert f"seed {s}: ΔCIDEr-D +0.1" in scst
+    assert "p=0.0001" in scst and scst.endswith("better in 3/3 seeds at p < 0.05")
+    sle = next(line for line in lines if "/sle_train_sle_small` vs" in line and "evaluation_deaf" in line)
+    assert "seed 0: ΔCIDEr-D +0.000, p=1.0000" in sle and "seed 2: ΔCIDEr-D -0.020, p=1.0000" in sle
+    assert sle.endswith("better in 0/3 seeds at p < 0.05")
+    main(["--exp_dir", str(exp), "--output", str(out)])
+    assert out.read_text() == text  # deterministic bytes
+
+
+def test_significance_needs_per_clip_of_both(tmp_path, capsys):
+    exp = tmp_path / "exp"
+    _run_tree(exp, per_clip=False)
+    assert "## Significance" not in format_results(collect_scores(exp))
+    # only the RL model has per-clip scores: nothing to compare with
+    rl_dir = exp / f"{XE}_seed0" / "scst_train_scst_small_seed0" / f"decode_{TAG}" / "evaluation"
+    (rl_dir / "per_clip.json").write_text(json.dumps({"CIDEr-D": {c: 1.0 for c in CLIPS}}))
+    out = tmp_path / "R.md"
+    main(["--exp_dir", str(exp), "--output", str(out)])
+    assert "## Significance" not in out.read_text()
+    # XE per-clip file of other clips: an error naming both files
+    xe_file = exp / f"{XE}_seed0" / f"decode_{TAG}" / "evaluation" / "per_clip.json"
+    xe_file.write_text(json.dumps({"CIDEr-D": {"other": 1.0}}))
+    with pytest.raises(SystemExit) as e:
+        main(["--exp_dir", str(exp), "--output", str(out)])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert str(xe_file) in err and str(rl_dir / "per_clip.json") in err

@@ -118,3 +118,20 @@ def test_clip_mismatch_names_files(files, capsys, case):
     msg = capsys.readouterr().err
     assert str(dec / "text") in msg and str(d / "text") in msg
     assert ("clotho-evaluation-09999" if case == "extra_hyp" else "clotho-evaluation-00001") in msg
+
+
+def test_per_clip_json_means_equal_corpus_scores(files):
+    d, dec = files
+    main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec / "score.json"),
+          "--metrics", "cider_d,rouge_l,bleu_4"])
+    score = json.loads((dec / "score.json").read_text())
+    per_clip = json.loads((dec / "per_clip.json").read_text())
+    assert sorted(per_clip) == ["CIDEr-D", "ROUGE-L"]  # BLEU is not a mean of per-clip scores
+    for key in per_clip:
+        assert sorted(per_clip[key]) == sorted(HYPS)
+        assert len(set(per_clip[key].values())) > 1  # really per clip, not the corpus score repeated
+        assert np.mean(list(per_clip[key].values())) == pytest.approx(score[key], abs=1e-12)
+    # only the computed metrics; a re-score without them replaces the stale file
+    main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec / "score.json"),
+          "--metrics", "bleu_4"])
+    assert json.loads((dec / "per_clip.json").read_text()) == {}

@@ -53,7 +53,7 @@ if [ -f "${dir}/text_samples" ]; then
 fi
 _key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]}"
 if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${_newest}" ] \
-        && [ "$(cat "${dir}/.score.done")" = "${_key}" ]; then
+        && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
     log "${dir} is already scored (remove ${dir}/.score.done to redo)"
     exit 0
 fi

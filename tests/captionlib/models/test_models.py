@@ -79,3 +79,46 @@ def test_frozen_encoder_stays_in_eval_mode():
     before = model.encoder.cnn[0][0].running_mean.clone()
     model(torch.randn(2, 40, 64), torch.tensor([40, 30]), torch.tensor([[2, 3], [4, 0]]))
     assert torch.equal(before, model.encoder.cnn[0][0].running_mean)
+
+
+def test_narrow_crnn_channels_and_frequency_pooling():
+    enc = CRNNEncoder(32, rnn_units=16, channels=(8, 16, 16, 32, 32), freq_pooling=(4, 4, 2)).eval()
+    v, frames = enc(torch.randn(3, 40, 32), torch.tensor([40, 40, 40]))
+    assert v.shape == (3, 32) and frames.shape == (3, 10, 32)
+    assert count_parameters(enc) < count_parameters(CRNNEncoder(64)) / 10
+    with pytest.raises(ValueError, match="divisible by 32"):
+        CRNNEncoder(48, freq_pooling=(4, 4, 2))
+    with pytest.raises(ValueError, match="5 channels"):
+        CRNNEncoder(64, channels=(8, 16))
+
+
+def test_equal_lengths_skip_packing_with_the_same_result():
+    torch.manual_seed(0)
+    enc = CRNNEncoder(64).eval()
+    x = torch.randn(2, 40, 64)
+    full = torch.tensor([40, 40])
+    v, _ = enc(x, full)
+    # one clip padded by a single frame: the packed path; the other must not change
+    v2, _ = enc(torch.cat([x, torch.zeros(2, 4, 64)], 1), torch.tensor([40, 44]))
+    assert torch.allclose(v[0], v2[0], atol=1e-6)
+
+
+def test_decoder_initial_state_from_audio():
+    from captionlib.models.decoders import GRUDecoder
+
+    torch.manual_seed(0)
+    dec = GRUDecoder(12, embed_size=8, hidden_size=16, init_state="audio").eval()
+    v = torch.randn(3, 8)
+    ys = torch.randint(1, 11, (3, 4))
+    logits = dec.forward_teacher(v, ys)
+    # step-wise decoding sees the same initial state as teacher forcing
+    logp, state = dec.first_step(v)
+    assert torch.allclose(logp, torch.log_softmax(logits[:, 0], -1), atol=1e-5)
+    logp, _ = dec.step(ys[:, 0], state)
+    assert torch.allclose(logp, torch.log_softmax(logits[:, 1], -1), atol=1e-5)
+    # the state starts from tanh(W v), not zeros: the output differs from the seed decoder's
+    plain = GRUDecoder(12, embed_size=8, hidden_size=16)
+    plain.load_state_dict({k: p for k, p in dec.state_dict().items() if not k.startswith("init.")})
+    assert not torch.allclose(plain.eval().forward_teacher(v, ys), logits)
+    with pytest.raises(ValueError, match="init_state"):
+        GRUDecoder(12, init_state="random")

@@ -1,0 +1,1 @@
+"""Synthetic captioned soundscapes mixed from labelled event recordings (egs/soundscapes)."""

@@ -1,0 +1,183 @@
+"""Write a captioned soundscape corpus in the official Clotho layout (stage 0 of egs/soundscapes).
+
+Output under ``output_dir``::
+
+    clotho_captions_<split>.csv     file_name,caption_1,...,caption_5 (Clotho v2.1 layout)
+    <split>/<split>_<NNNNN>.flac    16-bit FLAC clips
+    annotations_<split>.jsonl       one SoundscapeSpec (JSON) per clip, in CSV order
+    corpus.json                     the options, library and counts it was made from
+    LICENSES/, EVENT_LIBRARY_README.md   the event library's licence notices (copied)
+
+so that ``captionbin.caption_prepare_clotho`` prepares it like Clotho. Clip ``i`` of split
+``s`` depends only on (``seed``, ``s``, ``i``), the library and the options: a larger
+corpus extends a smaller one. Development and validation draw from the development
+recording pool, evaluation from the evaluation pool (see
+:func:`captionlib.soundscapes.library.split_recordings`).
+"""
+
+import csv
+import io
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import asdict
+from typing import Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from captionlib.io.datadir import PathLike, write_lines_atomic
+from captionlib.soundscapes.captions import write_captions
+from captionlib.soundscapes.library import load_event_library, split_recordings
+from captionlib.soundscapes.mixer import SoundscapeConfig, render, sample_soundscape
+
+SPLITS = ("development", "validation", "evaluation")
+NUM_CAPTIONS = 5
+
+
+def make_soundscape_corpus(
+    event_root: PathLike,
+    output_dir: PathLike,
+    num_clips: Mapping[str, int],
+    seed: int = 0,
+    config: SoundscapeConfig = SoundscapeConfig(),
+    heldout_fraction: float = 0.2,
+    classes: Optional[Sequence[str]] = None,
+    log_interval: int = 200,
+) -> Dict[str, int]:
+    """Generate the corpus (skipped when ``corpus.json`` says it was made with the same options).
+
+    Args:
+        event_root: event library (``events.csv`` or ESC-50 layout).
+        output_dir: corpus root to write.
+        num_clips: clips per split, e.g. ``{"development": 1500, "validation": 200,
+            "evaluation": 300}`` (keys from :data:`SPLITS`).
+        seed: corpus seed.
+        config: clip distributions (length, events, SNRs, ...).
+        heldout_fraction: share of each multi-file class's recordings kept for evaluation.
+        classes: use only the recordings of these labels (``None``: all).
+        log_interval: clips between progress lines.
+
+    Returns:
+        Clips written per split.
+
+    Raises:
+        ValueError: unknown split or a negative count, a class not in the library; errors
+            of the library reader.
+    """
+    from captionlib.audio.io import load_audio
+
+    bad = [s for s in num_clips if s not in SPLITS]
+    if bad or any(n < 0 for n in num_clips.values()):
+        raise ValueError(f"num_clips: splits must be among {SPLITS} with counts >= 0, got {dict(num_clips)}")
+    event_root = os.path.abspath(os.fspath(event_root))
+    output_dir = os.fspath(output_dir)
+    options = {
+        "event_root": event_root, "num_clips": dict(num_clips), "seed": seed,
+        "config": asdict(config), "heldout_fraction": heldout_fraction,
+        "classes": sorted(classes) if classes else None,
+    }
+    info_path = os.path.join(output_dir, "corpus.json")
+    if os.path.isfile(info_path):
+        with open(info_path, encoding="utf-8") as f:
+            if json.load(f).get("options") == json.loads(json.dumps(options)):
+                logging.info("%s: already generated with these options", output_dir)
+                return dict(num_clips)
+    library = load_event_library(event_root)
+    if classes:
+        unknown = sorted(set(classes) - {e.label for e in library})
+        if unknown:
+            raise ValueError(f"{event_root}: no recording of class(es) {', '.join(unknown)}")
+        library = [e for e in library if e.label in set(classes)]
+    dev_pool, eval_pool = split_recordings(library, heldout_fraction)
+    audio: Dict[str, np.ndarray] = {}
+
+    def load(path: str) -> np.ndarray:
+        if path not in audio:
+            audio[path], _ = load_audio(path, fs=config.sample_rate)
+        return audio[path]
+
+    durations = {e.path: len(load(e.path)) / config.sample_rate for e in library}
+    os.makedirs(output_dir, exist_ok=True)
+    if os.path.exists(info_path):
+        os.remove(info_path)  # the corpus is being rewritten: not done until corpus.json is back
+    import soundfile as sf
+
+    for split_index, split in enumerate(SPLITS):
+        n = num_clips.get(split, 0)
+        if n == 0:
+            continue
+        pool = eval_pool if split == "evaluation" else dev_pool
+        audio_dir = os.path.join(output_dir, split)
+        os.makedirs(audio_dir, exist_ok=True)
+        rows, annotations = [], []
+        t0 = time.time()
+        for i in range(1, n + 1):
+            rng = np.random.default_rng([seed, split_index, i])
+            spec = sample_soundscape(rng, pool, durations, config)
+            captions = write_captions([e.mention() for e in spec.events], rng, NUM_CAPTIONS)
+            name = f"{split}_{i:05d}.flac"
+            sf.write(os.path.join(audio_dir, name), render(spec, load), config.sample_rate, subtype="PCM_16")
+            rows.append([name, *captions])
+            d = spec.to_dict()
+            for e in d["events"]:
+                e["file"] = os.path.relpath(e["file"], event_root)
+            annotations.append(json.dumps({"file_name": name, **d}, sort_keys=True))
+            if i % log_interval == 0 or i == n:
+                rate = i / max(time.time() - t0, 1e-9)
+                logging.info("%s: %d/%d clips (%.1f clips/s, ETA %.0f s)", split, i, n, rate, (n - i) / rate)
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["file_name"] + [f"caption_{k}" for k in range(1, NUM_CAPTIONS + 1)])
+        writer.writerows(rows)
+        write_lines_atomic(os.path.join(output_dir, f"clotho_captions_{split}.csv"), buf.getvalue().splitlines())
+        write_lines_atomic(os.path.join(output_dir, f"annotations_{split}.jsonl"), annotations)
+    _copy_notices(event_root, output_dir)
+    labels = sorted({e.label for e in library})
+    info = {"options": options, "num_recordings": len(library), "num_classes": len(labels), "classes": labels}
+    write_lines_atomic(info_path, json.dumps(info, indent=1).splitlines())
+    return dict(num_clips)
+
+
+def _copy_notices(event_root: str, output_dir: str) -> None:
+    """Keep the library's licence notices beside the derived audio."""
+    lic = os.path.join(event_root, "LICENSES")
+    if os.path.isdir(lic):
+        shutil.copytree(lic, os.path.join(output_dir, "LICENSES"), dirs_exist_ok=True)
+    for name in ("README.md", "LICENSE", "LICENSE.txt"):
+        src = os.path.join(event_root, name)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(output_dir, f"EVENT_LIBRARY_{name}"))
+
+
+def read_annotations(path: PathLike) -> Dict[str, dict]:
+    """``annotations_<split>.jsonl`` as ``{file_name: spec dict}``.
+
+    Raises:
+        ValueError: a line that is not JSON (naming file and line).
+    """
+    out: Dict[str, dict] = {}
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{line_no}: not JSON: {e}") from None
+            out[d.pop("file_name")] = d
+    return out
+
+
+def parse_num_clips(spec: str) -> Dict[str, int]:
+    """``"development:1500,validation:200,evaluation:300"`` -> dict.
+
+    Raises:
+        ValueError: malformed item or unknown split.
+    """
+    out: Dict[str, int] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, sep, value = item.partition(":")
+        if not sep or name not in SPLITS or not value.strip().isdigit():
+            raise ValueError(f"bad --num_clips item {item!r}; expected <split>:<count> with split in {SPLITS}")
+        out[name] = int(value)
+    return out

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Soundscapes: a learnable captioning corpus mixed from real recordings (egs/soundscapes/README.md).
+# Stage 0 mixes 10-s clips of 1-3 events from the event library with five captions each;
+# stages 1-9 are the Clotho pipeline. XE, every RL objective and their word-level ensemble are
+# trained with 3 seeds; RESULTS.md gives mean ± std over the seeds, paired-bootstrap p-values of
+# each RL model against its XE model, the corpus prior and the "deaf" evaluation_deaf rows.
+# Options: ./run.sh --help. Seed-sized models (slower):
+#   ./run.sh --feats_type logmel_seed --feats_config conf/feats_logmel_seed.yaml \
+#       --xe_config conf/tuning/train_xe_crnn_gru.yaml --rl_algo scst --rl_config conf/tuning/train_scst_crnn_gru.yaml
+# Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
+set -euo pipefail
+
+./caption.sh --stage 0 \
+    --train_sets "development" --valid_set validation --test_sets evaluation --xe_test_sets evaluation_deaf \
+    --nj 2 --inference_nj 2 \
+    --feats_config conf/feats_logmel.yaml \
+    --xe_config conf/train_xe.yaml \
+    --rl_algo "scst reinforce_plus sle ac mc_pg multitask" \
+    --seeds "0 1 2" \
+    --decode_config conf/decode.yaml \
+    --num_diversity_samples 5 \
+    --ensemble_models all \
+    --corpus_prior true \
+    --metrics bleu,meteor,rouge_l,cider_d \
+    "$@"
