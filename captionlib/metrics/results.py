@@ -276,18 +276,6 @@ def _mean_std_cell(values: Sequence[Optional[float]], key: str = "") -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _per_clip_has(path: Path, metric: str) -> bool:
-    """Whether ``path`` exists and holds per-clip ``metric`` scores (ValueError naming it if unreadable)."""
-    if not path.is_file():
-        return False
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read per-clip scores: {e}") from e
-    return isinstance(obj, dict) and isinstance(obj.get(metric), dict)
-
-
 def collect_significance(
     rows: Sequence[ScoreRow],
     metric: str = SIGNIFICANCE_METRIC,
@@ -310,7 +298,7 @@ def collect_significance(
         ValueError: naming the files, if a ``per_clip.json`` is unreadable or the XE and
             RL files cover different clips.
     """
-    from captionlib.metrics.significance import paired_bootstrap_files
+    from captionlib.metrics.significance import has_per_clip, paired_bootstrap_files
 
     by_key = {(r.model, r.decode_tag, r.test_set): r for r in rows}
     groups: Dict[tuple, SignificanceRow] = {}
@@ -323,7 +311,7 @@ def collect_significance(
             continue
         rl_file = r.score_json.with_name("per_clip.json")
         xe_file = base.score_json.with_name("per_clip.json")
-        if not (_per_clip_has(rl_file, metric) and _per_clip_has(xe_file, metric)):
+        if not (has_per_clip(rl_file, metric) and has_per_clip(xe_file, metric)):
             continue
         group, run_seed = seed_group(r.model)
         name, base_name = (r.model, parent) if run_seed is None else (group, seed_group(parent)[0])

@@ -99,6 +99,27 @@ def paired_bootstrap(
     )
 
 
+def _load_per_clip(path: Union[str, Path]):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: cannot read per-clip scores: {e}") from e
+
+
+def has_per_clip(path: Union[str, Path], metric: str) -> bool:
+    """Whether ``path`` exists and holds per-clip ``metric`` scores (older runs have no
+    ``per_clip.json``; one scored without ``metric`` lacks it).
+
+    Raises:
+        ValueError: naming the file, if it exists but cannot be read as JSON.
+    """
+    if not Path(path).is_file():
+        return False
+    obj = _load_per_clip(path)
+    return isinstance(obj, dict) and isinstance(obj.get(metric), dict)
+
+
 def read_per_clip(path: Union[str, Path], metric: str) -> Dict[str, float]:
     """``{clip_id: score}`` of ``metric`` from a ``per_clip.json``.
 
@@ -106,11 +127,7 @@ def read_per_clip(path: Union[str, Path], metric: str) -> Dict[str, float]:
         ValueError: naming the file, if it cannot be read, lacks ``metric`` or holds a
             non-numeric score.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: cannot read per-clip scores: {e}") from e
+    obj = _load_per_clip(path)
     if not isinstance(obj, dict) or not isinstance(obj.get(metric), dict):
         have = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         raise ValueError(f"{path}: no per-clip {metric} scores (has {have})")
