@@ -60,6 +60,7 @@ class CaptionDataset(Dataset):
 
     def __init__(self, data_dir: Union[str, Path], tokenizer: Tokenizer):
         self.feats, text, spk2utt = _read_dir(data_dir)
+        self.clips = list(spk2utt)
         self.items: List[Tuple[str, np.ndarray]] = []
         for clip, utts in spk2utt.items():
             for u in utts:
@@ -93,8 +94,7 @@ class ClipCaptionsDataset(Dataset):
         by_clip: Dict[str, List[np.ndarray]] = {}
         for clip, ids in captions.items:
             by_clip.setdefault(clip, []).append(ids)
-        _, _, spk2utt = _read_dir(data_dir)
-        empty = [c for c in spk2utt if c not in by_clip]
+        empty = [c for c in captions.clips if c not in by_clip]
         if empty:
             raise ValueError(f"{data_dir}/text: clip {empty[0]} has no caption left after cleaning")
         self.items = list(by_clip.items())
