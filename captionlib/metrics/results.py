@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
+from captionlib.rl import RL_ALGOS
+
 if TYPE_CHECKING:
     from captionlib.metrics.significance import BootstrapResult
 
@@ -48,7 +50,7 @@ METRIC_KEYS = (
 INTEGER_KEYS = ("Vocab",)
 
 #: RL fine-tuning algorithms, i.e. the name prefixes of the RL dirs written by ``caption.sh``.
-RL_ALGORITHMS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
+RL_ALGORITHMS = RL_ALGOS
 #: Source of each kind of model, by the name prefix of its dir (the ``paper`` column).
 PAPERS = {
     "xe": "Xu et al. 2020 (seed 000), XE",
