@@ -33,6 +33,9 @@ def get_parser():
     g.add_argument("--spice_lib_dir", type=str_or_none, default=None, help="CoreNLP jars for spice/spider rewards")
     g.add_argument("--num_samples", type=int, default=1, help="samples per clip (reinforce_plus, sle, multitask)")
     g.add_argument("--baseline", default="greedy", choices=("greedy", "mean"), help="reinforce_plus, multitask")
+    g.add_argument("--baseline_encoding", default="shared", choices=("shared", "separate"),
+                   help="greedy baseline: decode from the sampling pass's encoding (shared, the seed "
+                        "authors' code) or re-encode in eval mode (separate)")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     g.add_argument("--alpha", type=float, default=None, help="weight of the RL term (sle 0.75, multitask 0.95)")
     g.add_argument("--num_rollouts", type=int, default=3, help="mc_pg: Monte-Carlo rollouts per step")

@@ -34,6 +34,10 @@ def add_common_train_arguments(parser) -> None:
         "--num_iters_per_epoch", type=int_or_none, default=None,
         help="batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass",
     )
+    g.add_argument("--batch_type", default="random", choices=("random", "bucket"),
+                   help="random: shuffled batches; bucket: length-bucketed batches (little padding)")
+    g.add_argument("--bucket_pool", type=int, default=32,
+                   help="batch_type bucket: batches per sorting pool (0: sort the whole set, ESPnet2's 'sorted')")
     g.add_argument("--keep_nbest", type=int, default=5, help="epoch model files kept")
     g.add_argument("--log_interval", type=int, default=50, help="steps between progress lines")
     g.add_argument("--max_len", type=int, default=30, help="max caption tokens when decoding (eos included)")

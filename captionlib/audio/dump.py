@@ -31,6 +31,7 @@ def dump_feats(
     write_num_frames: Optional[PathLike] = None,
     log_interval: int = 100,
     num_threads: int = 1,
+    dtype: str = "float32",
 ) -> Dict[str, int]:
     """Extract features for every clip of ``wav_scp`` into one ark or h5 file.
 
@@ -53,13 +54,16 @@ def dump_feats(
         fs: resample to this rate in Hz first (``None``: the file's own rate).
         write_num_frames: path of the ``utt2num_frames`` output (default derived as above).
         log_interval: clips between progress lines.
-        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays).
+        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays;
+            0: leave torch's setting). Set process-wide and left set.
+        dtype: computation dtype of the features, ``"float32"`` (fast) or ``"float64"``
+            (see :mod:`captionlib.audio.features`); the stored features are float32 either way.
 
     Returns:
         ``{clip_id: frames}``.
 
     Raises:
-        ValueError: unknown ``feats_type``/``filetype``, malformed ``wav_scp``, or a clip
+        ValueError: unknown ``feats_type``/``filetype``/``dtype``, malformed ``wav_scp``, or a clip
             whose audio is unreadable/empty (message names the wav.scp line, the
             clip id and the audio path).
         FileNotFoundError: a missing audio file (same naming).
@@ -74,12 +78,16 @@ def dump_feats(
         torch.set_num_threads(num_threads)
     if feats_type not in FEATS_TYPES:
         raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
-    extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s)
+    extractor = LogMel(
+        n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s, dtype=dtype
+    )
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
     num_frames_path = os.fspath(write_num_frames) if write_num_frames else _sibling(prefix, "utt2num_frames")
     total = len(wavs)
-    logging.info("extracting %s features of %d clips from %s to %s.*", feats_type, total, wav_scp, prefix)
+    logging.info(
+        "extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, total, wav_scp, prefix
+    )
     t0 = time.time()
     with FeatWriter(prefix, filetype) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):

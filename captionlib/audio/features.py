@@ -8,7 +8,13 @@ area normalisation, librosa's defaults), and the natural log is taken after
 flooring the mel energies at ``floor`` (default ``1e-10``, i.e. -23.03; the same
 floor as ``librosa.power_to_db``'s ``amin``), so digital silence stays finite.
 
-Computation runs in float64 and the result is cast to float32.
+The computation runs in ``dtype`` (default float32; the output is float32 either way).
+float32 is about twice as fast as float64. Its FFT round-off is relative to a frame's
+loudest bins, so bands far below them differ most: on 26 real Clotho clips (at 44.1 and
+16 kHz) the float32 features differ from the float64 ones by at most 1.7e-3 in natural-log
+units (8e-5 x (1 + |value|); in bands > 100 dB below the frame's peak), by < 5e-6 relative
+in Frobenius norm per clip, and the global mean/std by ~1e-7 relative.
+``dtype="float64"`` matches ``librosa`` (which computes its FFT in float64) to ~2e-6.
 
 Reference: X. Xu, H. Dinkel, M. Wu, K. Yu, "A CRNN-GRU based reinforcement
 learning approach to audio captioning", DCASE 2020 workshop (seed 000).
@@ -17,6 +23,8 @@ learning approach to audio captioning", DCASE 2020 workshop (seed 000).
 from typing import Dict, Optional, Tuple
 
 import numpy as np
+
+DTYPES = ("float32", "float64")
 
 
 class LogMel:
@@ -30,6 +38,11 @@ class LogMel:
         fmin: lowest mel filter edge in Hz.
         fmax: highest edge in Hz (``None``: Nyquist).
         floor: mel energies are clamped to at least this before ``log``.
+        dtype: ``"float32"`` (fast) or ``"float64"`` (reference) for the STFT, power,
+            mel projection and log; see the module docstring for the differences.
+
+    Raises:
+        ValueError: a non-positive size/length/floor or an unknown ``dtype``.
 
     Example:
         >>> feat = LogMel(n_mels=64)(wave, 44100)   # (frames, 64) float32
@@ -44,9 +57,12 @@ class LogMel:
         fmin: float = 0.0,
         fmax: Optional[float] = None,
         floor: float = 1e-10,
+        dtype: str = "float32",
     ) -> None:
         if n_mels <= 0 or n_fft <= 0 or win_length_s <= 0 or hop_length_s <= 0 or floor <= 0:
             raise ValueError("n_mels, n_fft, win_length_s, hop_length_s and floor must be positive")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         self.n_mels = n_mels
         self.n_fft = n_fft
         self.win_length_s = win_length_s
@@ -54,6 +70,7 @@ class LogMel:
         self.fmin = fmin
         self.fmax = fmax
         self.floor = floor
+        self.dtype = dtype
         self._mel: Dict[int, np.ndarray] = {}
 
     def frame_params(self, fs: int) -> Tuple[int, int]:
@@ -74,12 +91,12 @@ class LogMel:
         return win, hop
 
     def mel_filters(self, fs: int) -> np.ndarray:
-        """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` float64 from ``librosa.filters.mel``."""
+        """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` in ``dtype`` from ``librosa.filters.mel``."""
         if fs not in self._mel:
             import librosa
 
             self._mel[fs] = librosa.filters.mel(
-                sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin, fmax=self.fmax, dtype=np.float64
+                sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin, fmax=self.fmax, dtype=self.dtype
             )
         return self._mel[fs]
 
@@ -108,21 +125,20 @@ class LogMel:
         if x.size == 0:
             raise ValueError("empty wave (0 samples)")
         win, hop = self.frame_params(fs)
-        xt = torch.from_numpy(x.astype(np.float64, copy=False))
+        xt = torch.from_numpy(np.ascontiguousarray(x, dtype=self.dtype))
         spec = torch.stft(
             xt,
             n_fft=self.n_fft,
             hop_length=hop,
             win_length=win,
-            window=torch.hann_window(win, periodic=True, dtype=torch.float64),
+            window=torch.hann_window(win, periodic=True, dtype=xt.dtype),
             center=True,
             pad_mode="constant",
             return_complex=True,
-        )  # (n_fft // 2 + 1, frames)
-        power = spec.real**2 + spec.imag**2
-        mel = torch.from_numpy(self.mel_filters(fs)) @ power  # (n_mels, frames)
-        out = torch.clamp(mel, min=self.floor).log().T
-        return out.numpy().astype(np.float32)
+        ).T  # (frames, n_fft // 2 + 1), contiguous (torch.stft returns a transposed view)
+        power = spec.real.square() + spec.imag.square()
+        mel = power @ torch.from_numpy(self.mel_filters(fs)).T  # (frames, n_mels)
+        return mel.clamp_(min=self.floor).log_().numpy().astype(np.float32, copy=False)
 
 
 def logmel(
@@ -132,6 +148,12 @@ def logmel(
     n_fft: int = 2048,
     win_length_s: float = 0.04,
     hop_length_s: float = 0.02,
+    dtype: str = "float32",
 ) -> np.ndarray:
-    """Functional form of :class:`LogMel`: ``(samples,)`` at ``fs`` Hz -> float32 ``(frames, n_mels)``."""
-    return LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s)(wave, fs)
+    """Functional form of :class:`LogMel`: ``(samples,)`` at ``fs`` Hz -> float32 ``(frames, n_mels)``.
+
+    Raises:
+        ValueError: as :class:`LogMel` and its ``__call__``.
+    """
+    extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s, dtype=dtype)
+    return extractor(wave, fs)

@@ -38,6 +38,26 @@ def _read_dir(data_dir: Union[str, Path]):
     return feats, text, spk2utt
 
 
+def clip_frames(data_dir: Union[str, Path], clips: Sequence[str]) -> List[int]:
+    """Frames of each clip from ``<data_dir>/utt2num_frames`` (written by the dump stage),
+    e.g. for length-bucketed batches.
+
+    Raises:
+        FileNotFoundError: no ``utt2num_frames``.
+        ValueError: a clip missing from it (or a malformed line, naming file and line).
+    """
+    from captionlib.io.datadir import read_numeric_scp
+
+    path = Path(data_dir) / "utt2num_frames"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (written by the feature dump stage; needed for batch_type bucket)")
+    frames = read_numeric_scp(path, int)
+    missing = [c for c in clips if c not in frames]
+    if missing:
+        raise ValueError(f"{path}: no frame count for {len(missing)} clips, e.g. {missing[0]}")
+    return [frames[c] for c in clips]
+
+
 def references(data_dir: Union[str, Path]) -> Dict[str, List[List[str]]]:
     """All references of each clip, cleaned and split into words: ``{clip_id: [[w, ...], ...]}``."""
     from captionlib.io.datadir import read_spk2utt, read_text
@@ -59,6 +79,7 @@ class CaptionDataset(Dataset):
     """
 
     def __init__(self, data_dir: Union[str, Path], tokenizer: Tokenizer):
+        self.data_dir = data_dir
         self.feats, text, spk2utt = _read_dir(data_dir)
         self.clips = list(spk2utt)
         self.items: List[Tuple[str, np.ndarray]] = []
@@ -78,6 +99,10 @@ class CaptionDataset(Dataset):
         clip, ids = self.items[i]
         return self.feats[clip], ids
 
+    def lengths(self) -> List[int]:
+        """Frames of each item's clip (see :func:`clip_frames`)."""
+        return clip_frames(self.data_dir, [clip for clip, _ in self.items])
+
 
 class ClipCaptionsDataset(Dataset):
     """One item per clip: ``(features (frames, n_mels) float32, [token ids (length,) int64, ...])``
@@ -90,7 +115,7 @@ class ClipCaptionsDataset(Dataset):
 
     def __init__(self, data_dir: Union[str, Path], tokenizer: Tokenizer):
         captions = CaptionDataset(data_dir, tokenizer)
-        self.feats = captions.feats
+        self.data_dir, self.feats = data_dir, captions.feats
         by_clip: Dict[str, List[np.ndarray]] = {}
         for clip, ids in captions.items:
             by_clip.setdefault(clip, []).append(ids)
@@ -106,6 +131,10 @@ class ClipCaptionsDataset(Dataset):
         clip, ids = self.items[i]
         return self.feats[clip], ids
 
+    def lengths(self) -> List[int]:
+        """Frames of each clip (see :func:`clip_frames`)."""
+        return clip_frames(self.data_dir, [clip for clip, _ in self.items])
+
 
 class AudioRefsDataset(Dataset):
     """One item per clip: ``(clip_id, features (frames, n_mels) float32)``.
@@ -115,6 +144,7 @@ class AudioRefsDataset(Dataset):
     """
 
     def __init__(self, data_dir: Union[str, Path]):
+        self.data_dir = data_dir
         self.feats, text, spk2utt = _read_dir(data_dir)
         self.clips = list(spk2utt)
         self.refs = {c: [clean_words(text[u]) for u in utts] for c, utts in spk2utt.items()}
@@ -125,6 +155,10 @@ class AudioRefsDataset(Dataset):
     def __getitem__(self, i: int) -> Tuple[str, np.ndarray]:
         clip = self.clips[i]
         return clip, self.feats[clip]
+
+    def lengths(self) -> List[int]:
+        """Frames of each clip (see :func:`clip_frames`)."""
+        return clip_frames(self.data_dir, self.clips)
 
 
 def pad_feats(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:

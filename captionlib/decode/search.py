@@ -21,7 +21,8 @@ class SampleOutput:
         logprobs: (batch, length) log-probability of each sampled token (0 after eos, and
             0 for an eos forced at ``max_len``); differentiable when sampling with gradients.
         mask: (batch, length) 1.0 for tokens up to and including eos.
-        entropy: (batch, length) entropy of each step's distribution (masked).
+        entropy: (batch, length) entropy of each step's distribution (masked; a statistic,
+            without gradient).
         states: per-step decoder hidden vectors (batch, length, hidden) when requested.
     """
 
@@ -30,6 +31,26 @@ class SampleOutput:
     mask: torch.Tensor
     entropy: torch.Tensor
     states: Optional[torch.Tensor] = None
+
+
+def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """One draw per row from ``softmax(logp / temperature)`` by inverting the cumulative
+    distribution (computed in float64), like ``torch.multinomial(probs, 1)`` in law but
+    several times faster over large vocabularies on CPU (``multinomial`` draws an
+    exponential variate per vocabulary entry). Entries of probability 0 (log-prob -inf)
+    are never drawn.
+
+    Args:
+        logp: (batch, vocab) log-probabilities or logits (need not be normalised).
+        temperature: > 0.
+
+    Returns:
+        (batch,) int64 token ids.
+    """
+    scores = logp.detach().double() / temperature
+    cdf = torch.exp(scores - scores.max(-1, keepdim=True).values).cumsum(-1)
+    u = torch.rand(cdf.size(0), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.size(1) - 1)
 
 
 def sample(
@@ -68,11 +89,11 @@ def sample(
         if greedy:
             tok = logp.argmax(-1)
         else:
-            scores = logp.detach() / temperature
+            scores = logp.detach()
             if top_k > 0:
                 kth = scores.topk(top_k, dim=-1).values[:, -1:]
                 scores = scores.masked_fill(scores < kth, float("-inf"))
-            tok = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1)
+            tok = draw_categorical(scores, temperature)
         alive = (~finished).to(logp.dtype)
         if t == max_len - 1:
             # truncation: eos is forced, so under the truncated policy its probability is 1
@@ -82,7 +103,7 @@ def sample(
         else:
             lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
         toks.append(torch.where(finished, tok.new_zeros(()), tok))
-        ents.append(torch.special.entr(logp.exp()).sum(-1) * alive)
+        ents.append(torch.special.entr(logp.detach().exp()).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)
         if bool(finished.all()):
@@ -114,6 +135,9 @@ def beam_search(
     end. At ``max_len`` eos is forced at no cost, as in :func:`sample`, so the hypothesis
     ranked best is exactly the one returned. Final ranking uses ``score / length ** length_penalty`` (0 = plain log-prob sum).
 
+    Only unfinished hypotheses are fed to the model, so finished ones (and clips whose
+    hypotheses have all finished) cost nothing; each clip gets the result it would get alone.
+
     Args:
         model: step-wise decoder; v: (batch, embed).
         beam_size: hypotheses kept per clip (1 = greedy).
@@ -121,45 +145,56 @@ def beam_search(
     Returns:
         (batch, length) ids of the best hypothesis per clip (eos kept, 0-padded).
     """
-    batch, k, eos = v.size(0), beam_size, model.eos_id
-
-    def forced_eos(logp: torch.Tensor) -> torch.Tensor:
-        # truncation at max_len: eos is the only continuation, at no cost (as in sample())
-        out = torch.full_like(logp, float("-inf"))
-        out[:, eos] = 0.0
-        return out
-
+    batch, eos = v.size(0), model.eos_id
     logp, state = model.first_step(v)  # (B, V)
     if max_len <= 1:
-        logp = forced_eos(logp)
-    vocab = logp.size(-1)
-    scores, tok = logp.topk(min(k, vocab), dim=-1)  # (B, k)
+        logp = _forced_eos(logp, eos)
+    scores, tok = logp.topk(min(beam_size, logp.size(-1)), dim=-1)  # (B, k)
     k = scores.size(1)
-    base = torch.arange(batch, device=v.device).repeat_interleave(k)
-    state = model.reorder_state(state, base)
-    seqs = tok.reshape(batch * k, 1)
-    scores = scores.reshape(batch * k)
-    finished = seqs[:, 0] == eos
+    # hypotheses are rows b * k + j (clip b, j-th best); all of these are (B*k,)
+    scores, tok = scores.reshape(-1), tok.reshape(-1)
+    seqs = tok[:, None]  # (B*k, t)
+    finished = tok == eos
     lengths = torch.ones(batch * k, device=v.device)
+    alive = (~finished).nonzero().squeeze(1)  # unfinished rows: the rows of the model state
+    state = model.reorder_state(state, alive // k)
+    clip_row = torch.arange(batch, device=v.device)[:, None] * k  # (B, 1) first row of each clip
+    beam_row = clip_row + torch.arange(k, device=v.device)  # (B, k) rows of each clip
     for t in range(1, max_len):
-        if bool(finished.all()):
+        if alive.numel() == 0:
             break
-        logp, state = model.step(seqs[:, -1].clamp(min=0), state)
+        # the k best continuations of every row (B*k, k): a finished row's only one is
+        # padding (id 0) at no cost; an unfinished row's k best words, or eos at max_len
+        cand = scores.new_full((batch * k, k), float("-inf"))
+        cand[:, 0] = scores
+        cand_tok = torch.zeros_like(cand, dtype=tok.dtype)
         if t == max_len - 1:
-            logp = forced_eos(logp)
-        # finished beams: only padding continues them, at no cost
-        logp = torch.where(finished[:, None], torch.full_like(logp, float("-inf")), logp)
-        logp[:, 0] = torch.where(finished, torch.zeros_like(scores), logp.new_full((), float("-inf")))
-        cand = (scores[:, None] + logp).reshape(batch, k * vocab)
-        scores, idx = cand.topk(k, dim=-1)
-        src = (idx // vocab + torch.arange(batch, device=v.device)[:, None] * k).reshape(-1)
-        tok = (idx % vocab).reshape(-1)
-        scores = scores.reshape(-1)
+            cand_tok[alive, 0] = eos  # truncation: eos is forced, at no cost (as in sample())
+        else:
+            logp, state = model.step(tok[alive], state)  # (A, V)
+            cand[alive], cand_tok[alive] = (scores[alive, None] + logp).topk(k, dim=-1)
+        top, idx = cand.view(batch, k * k).topk(k, dim=-1)  # (B, k)
+        # a clip whose hypotheses have all finished keeps its beam as it is (as if alone)
+        over = finished.view(batch, k).all(1, keepdim=True)  # (B, 1)
+        src = torch.where(over, beam_row, idx // k + clip_row).view(-1)
+        tok = cand_tok.view(batch, k * k).gather(1, idx).masked_fill(over, 0).view(-1)
+        scores = torch.where(over, scores.view(batch, k), top).view(-1)
         seqs = torch.cat([seqs[src], tok[:, None]], dim=1)
-        state = model.reorder_state(state, src)
+        row_in_state = (~finished).cumsum(0) - 1  # where each unfinished row's state is
         prev_finished = finished[src]
         lengths = lengths[src] + (~prev_finished).float()
         finished = prev_finished | (tok == eos)
+        # unfinished rows descend from unfinished rows: take their state rows along
+        alive = (~finished).nonzero().squeeze(1)
+        if alive.numel():
+            state = model.reorder_state(state, row_in_state[src[alive]])
     final = scores / lengths.pow(length_penalty) if length_penalty else scores
-    best = final.reshape(batch, k).argmax(-1) + torch.arange(batch, device=v.device) * k
+    best = final.view(batch, k).argmax(-1) + clip_row[:, 0]
     return seqs[best]
+
+
+def _forced_eos(logp: torch.Tensor, eos: int) -> torch.Tensor:
+    """Log-probs (batch, vocab) where eos is the only continuation, at no cost."""
+    out = torch.full_like(logp, float("-inf"))
+    out[:, eos] = 0.0
+    return out

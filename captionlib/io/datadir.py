@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -195,6 +195,21 @@ def utt2spk_to_spk2utt(utt2spk: Mapping[str, str]) -> Dict[str, List[str]]:
     return out
 
 
+def read_numeric_scp(path: PathLike, conv=int) -> Dict[str, Any]:
+    """Read ``<key> <number>`` lines (``utt2num_frames``, ``reco2dur``) converted by ``conv``.
+
+    Raises:
+        ValueError: a parse error or a value ``conv`` rejects, naming file and line.
+    """
+    out = {}
+    for lineno, (k, v) in enumerate(read_scp(path).items(), start=1):
+        try:
+            out[k] = conv(v)
+        except ValueError:
+            raise ValueError(f"{os.fspath(path)}:{lineno}: not a number: {v!r}") from None
+    return out
+
+
 @dataclass
 class DataDir:
     """In-memory view of a data directory; files that are absent are ``None``."""
@@ -237,15 +252,7 @@ def load_data_dir(path: PathLike) -> DataDir:
 
     def numeric(name: str, conv):
         f = p(name)
-        if f is None:
-            return None
-        out = {}
-        for lineno, (k, v) in enumerate(read_scp(f).items(), start=1):
-            try:
-                out[k] = conv(v)
-            except ValueError:
-                raise ValueError(f"{f}:{lineno}: not a number: {v!r}") from None
-        return out
+        return None if f is None else read_numeric_scp(f, conv)
 
     d = DataDir(path=path)
     d.wav_scp = read_scp(p("wav.scp")) if p("wav.scp") else None

@@ -6,7 +6,7 @@
   with its temporary file outside site-packages (which may be read-only).
 * :func:`get_meteor`: one ``pycocoevalcap.meteor.Meteor`` process per Python process,
   reused across calls (starting METEOR's JVM and loading its paraphrase table takes
-  seconds).
+  seconds); :func:`meteor_score` sends it all the clips of a call in one batch.
 * :func:`pycoco_cider_with_df`: pycocoevalcap's ``CiderScorer`` fed fixed document
   frequencies (what an RL reward with train-set statistics computes); used by the tests
   and ``bench/bench_reward.py`` as the reference for :class:`captionlib.metrics.cider_d.CiderD`.
@@ -119,21 +119,83 @@ def close_meteor() -> None:
             pass
 
 
+def _meteor_exchange(proc: subprocess.Popen, lines: Sequence[str], num_answers: int) -> List[str]:
+    """Send ``lines`` to the METEOR jar and read ``num_answers`` lines back.
+
+    The lines are written from a thread while this one reads: the jar answers each
+    ``SCORE`` line as it reads it, so writing them all before reading would fill both
+    pipes and block both sides once the answers exceed the pipe buffer.
+
+    Raises:
+        RuntimeError: if the jar stops answering (its process ended).
+    """
+    data = "".join(line + "\n" for line in lines).encode()
+
+    def write():
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except OSError:  # the process died; the reader below sees its end of output
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    answers = []
+    for _ in range(num_answers):
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"METEOR process stopped answering (exit code {proc.poll()})")
+        answers.append(line.decode().strip())
+    writer.join()
+    return answers
+
+
 def meteor_score(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, str]) -> Tuple[float, Dict[str, float]]:
-    """Corpus METEOR 1.5 (pycocoevalcap) of tokenized strings.
+    """Corpus METEOR 1.5 (pycocoevalcap) of tokenized strings, in one batch.
+
+    Sends exactly the lines of ``pycocoevalcap.meteor.Meteor.compute_score`` to the
+    shared jar (:func:`get_meteor`): one ``SCORE ||| ref 1 ||| ... ||| hyp`` line per
+    clip, ``|||`` removed from the hypothesis and then ``"  "`` replaced by ``" "`` as
+    pycocoevalcap does (a ``|||`` inside a reference splits it, also as there), then one
+    ``EVAL ||| stats 1 ||| ...`` line. The ``SCORE`` lines go in one batch instead of one
+    round trip per clip; the scores are the same. The corpus score is the jar's score of
+    the summed statistics (the last answer to ``EVAL``), not the mean of the clip scores.
 
     Args:
         refs: ``{clip_id: [tokenized reference, ...]}``.
         hyps: ``{clip_id: tokenized hypothesis}``; same clips.
 
     Returns:
-        ``(corpus score, {clip_id: score})``.
+        ``(corpus score, {clip_id: score})``, scores in [0, 1].
+
+    Raises:
+        ValueError: if there is no clip, or a caption holds a line break (``\\n`` or
+            ``\\r``: the jar would read it as two lines; pycocoevalcap then reads the
+            answers out of step).
+        RuntimeError: if the METEOR process stops answering (it is restarted on the next
+            call).
     """
     clips = list(refs)
-    gts = {c: list(refs[c]) for c in clips}
-    res = {c: [hyps[c]] for c in clips}
-    score, scores = get_meteor().compute_score(gts, res)
-    return float(score), {c: float(s) for c, s in zip(clips, scores)}
+    if not clips:
+        raise ValueError("nothing to score")
+    lines = []
+    for c in clips:
+        hyp = hyps[c].replace("|||", "").replace("  ", " ")
+        line = " ||| ".join(("SCORE", " ||| ".join(refs[c]), hyp))
+        if "\n" in line or "\r" in line:
+            raise ValueError(f"clip {c!r}: METEOR's stdio protocol cannot take a line break in a caption")
+        lines.append(line)
+    meteor = get_meteor()
+    with meteor.lock:
+        try:
+            stats = _meteor_exchange(meteor.meteor_p, lines, len(lines))
+            answers = _meteor_exchange(meteor.meteor_p, ["EVAL ||| " + " ||| ".join(stats)], len(lines) + 1)
+            scores = [float(a) for a in answers]
+        except BaseException:
+            meteor.meteor_p.kill()  # out of step with us: get_meteor() starts a new one
+            meteor.meteor_p.wait()
+            raise
+    return scores[-1], dict(zip(clips, scores[:-1]))
 
 
 def pycoco_cider_with_df(

@@ -16,6 +16,7 @@ from captionlib.models.decoders import GRUDecoder
 from captionlib.models.encoders import CRNNEncoder
 
 ENCODERS = {"crnn": CRNNEncoder}
+EVAL_CHUNK = 8  # clips per encoder call in eval mode (see Captioner.encode)
 DECODERS = {"gru": GRUDecoder}
 
 
@@ -81,6 +82,10 @@ class Captioner(nn.Module):
     def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> torch.Tensor:
         """Normalise (and augment in training) then encode.
 
+        In eval mode the batch is encoded in chunks of :data:`EVAL_CHUNK` clips, each cut to
+        its own longest clip: the encoder is batch-independent, so the result is the same
+        (to float rounding), and on CPU it is faster than one large batch.
+
         Args:
             feats: (batch, frames, n_mels) log-mel features.
             feat_lens: (batch,) frames per clip.
@@ -88,6 +93,12 @@ class Captioner(nn.Module):
         Returns:
             v: (batch, embed) audio embedding.
         """
+        if not self.training and feats.size(0) > EVAL_CHUNK:
+            chunks = []
+            for i in range(0, feats.size(0), EVAL_CHUNK):
+                lens = feat_lens[i: i + EVAL_CHUNK]
+                chunks.append(self.encode(feats[i: i + EVAL_CHUNK, : int(lens.max())], lens))
+            return torch.cat(chunks)
         x = (feats - self.feats_mean) / self.feats_std
         # padded frames are zero after normalisation too (the mean of the normalised features)
         valid = torch.arange(x.size(1), device=x.device)[None, :] < feat_lens[:, None]

@@ -75,13 +75,8 @@ class GRUDecoder(nn.Module):
     def _logits(self, out: torch.Tensor) -> torch.Tensor:
         """Output layer; the padding token (id 0) can never be emitted."""
         logits = self.output(out)
-        return logits.masked_fill(self._pad_mask.to(logits.device), float("-inf"))
-
-    @property
-    def _pad_mask(self) -> torch.Tensor:
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[0] = True
-        return mask
+        logits[..., 0] = float("-inf")  # in place: the linear layer's backward does not need its output
+        return logits
 
     def first_step(self, v: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Feed ``v``; returns (log-probs of the first word (batch, vocab), state)."""

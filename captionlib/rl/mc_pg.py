@@ -27,7 +27,7 @@ from typing import Dict, List, Tuple
 import torch
 from torch import nn
 
-from captionlib.decode.search import sample
+from captionlib.decode.search import draw_categorical, sample
 from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
@@ -66,7 +66,7 @@ def rollouts(
         forced = depth > s
         tok = prefixes[:, s]
         if not bool(forced.all()):
-            drawn = torch.multinomial(torch.softmax(logp / temperature, -1), 1).squeeze(1)
+            drawn = draw_categorical(logp, temperature)
             tok = torch.where(forced, tok, drawn)
         if s == max_len - 1:
             tok = torch.where(finished, tok, tok.new_full((), eos))

@@ -96,8 +96,8 @@ class MultiTask(PolicyGradient):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` of seed 004 step 3.
 
     Args:
-        reward, tokenizer, num_samples, baseline, max_len, temperature: REINFORCE+ (see
-            :class:`PolicyGradient`).
+        reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding:
+            REINFORCE+ (see :class:`PolicyGradient`).
         train_refs: ``{clip_id: [[word, ...], ...]}`` cleaned train references (attribute
             vocabulary and targets; batches must only hold these clips).
         embed_size: size of the audio embedding ``v`` (``model.encoder.output_size``).
@@ -130,8 +130,9 @@ class MultiTask(PolicyGradient):
         baseline: str = "greedy",
         max_len: int = 30,
         temperature: float = 1.0,
+        baseline_encoding: str = "shared",
     ):
-        super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature)
+        super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"multitask alpha must be in [0, 1], got {alpha}")
         self.alpha = float(alpha)

@@ -2,7 +2,10 @@
 
 * SCST (Rennie et al., "Self-critical sequence training for image captioning", CVPR 2017;
   seed 000 eq. 4): one multinomial sample per clip, baseline = reward of the greedy
-  caption decoded under ``no_grad`` in eval mode.
+  caption decoded under ``no_grad`` with the decoder in eval mode. By default
+  (``baseline_encoding: shared``) the greedy caption is decoded from the embedding of the
+  sampling pass, as the seed authors' code does (one encoder pass per clip);
+  ``separate`` re-encodes the clips in eval mode (no dropout, BatchNorm running statistics).
 * REINFORCE+ (seed 004): ``num_samples`` samples per clip; baseline the greedy reward or
   the mean reward of the *other* samples of the same clip.
 
@@ -18,6 +21,8 @@ from torch import nn
 from captionlib.decode.search import greedy_search, sample
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+
+BASELINE_ENCODINGS = ("shared", "separate")
 
 
 def mean_of_others(rewards: torch.Tensor) -> torch.Tensor:
@@ -55,12 +60,24 @@ class SampledObjective(nn.Module):
         tokenizer: token ids -> words for the reward.
         max_len: maximum caption length in tokens (eos included).
         temperature: sampling temperature (1.0 keeps the estimators unbiased).
+        baseline_encoding: where the greedy baseline's audio embedding comes from:
+            ``shared`` (the sampling pass's, detached) or ``separate`` (a second, eval-mode
+            encoder pass).
+
+    Raises:
+        ValueError: unknown ``baseline_encoding``.
     """
 
-    def __init__(self, reward: Reward, tokenizer: Tokenizer, max_len: int = 30, temperature: float = 1.0):
+    def __init__(
+        self, reward: Reward, tokenizer: Tokenizer, max_len: int = 30, temperature: float = 1.0,
+        baseline_encoding: str = "shared",
+    ):
         super().__init__()
+        if baseline_encoding not in BASELINE_ENCODINGS:
+            raise ValueError(f"baseline_encoding must be one of {BASELINE_ENCODINGS}, got {baseline_encoding!r}")
         self.reward, self.tokenizer = reward, tokenizer
         self.max_len, self.temperature = max_len, temperature
+        self.baseline_encoding = baseline_encoding
 
     def words(self, tokens: torch.Tensor) -> List[List[str]]:
         """Token id rows (batch, length) -> lists of words (cut at eos)."""
@@ -73,12 +90,15 @@ class SampledObjective(nn.Module):
         dev = next(model.parameters()).device
         return list(clips), feats.to(dev), lens.to(dev)
 
-    def greedy_words(self, model, feats: torch.Tensor, lens: torch.Tensor) -> List[List[str]]:
-        """Greedy captions decoded in eval mode under ``no_grad`` (the self-critical baseline)."""
+    def greedy_words(self, model, v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor) -> List[List[str]]:
+        """Greedy captions decoded in eval mode under ``no_grad`` (the self-critical baseline),
+        from ``v`` (batch, embed) or from a fresh encoding of ``feats`` (batch, frames,
+        n_mels) / ``lens`` (batch,), as ``baseline_encoding`` says."""
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            words = self.words(greedy_search(model, model.encode(feats, lens), self.max_len))
+            v = v.detach() if self.baseline_encoding == "shared" else model.encode(feats, lens)
+            words = self.words(greedy_search(model, v, self.max_len))
         model.train(was_training)
         return words
 
@@ -94,6 +114,7 @@ class PolicyGradient(SampledObjective):
         reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
         num_samples: samples per clip (SCST: 1).
         baseline: ``greedy`` (self-critical) or ``mean`` (of the other samples).
+        baseline_encoding: see :class:`SampledObjective`.
     """
 
     def __init__(
@@ -104,8 +125,9 @@ class PolicyGradient(SampledObjective):
         baseline: str = "greedy",
         max_len: int = 30,
         temperature: float = 1.0,
+        baseline_encoding: str = "shared",
     ):
-        super().__init__(reward, tokenizer, max_len, temperature)
+        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
         if baseline not in ("greedy", "mean"):
             raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
         if baseline == "mean" and num_samples < 2:
@@ -122,7 +144,7 @@ class PolicyGradient(SampledObjective):
         """The policy-gradient loss given the audio embeddings ``v`` (batch, embed) already
         computed with gradients (so a multitask objective can share them)."""
         n = self.num_samples
-        greedy_words = self.greedy_words(model, feats, lens) if self.baseline == "greedy" else []
+        greedy_words = self.greedy_words(model, v, feats, lens) if self.baseline == "greedy" else []
         out = sample(model, v.repeat_interleave(n, 0), self.max_len, temperature=self.temperature)
         keys: List[str] = [c for c in clips for _ in range(n)]
         r_all = self.rewards(keys + clips[: len(greedy_words)], self.words(out.tokens) + greedy_words, v.device)

@@ -134,8 +134,8 @@ class SLE(SampledObjective):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` of seed 001.
 
     Args:
-        reward, tokenizer, max_len, temperature: see :class:`SampledObjective`
-            (reward = the paper's Delta, CIDEr-D by default).
+        reward, tokenizer, max_len, temperature, baseline_encoding: see
+            :class:`SampledObjective` (reward = the paper's Delta, CIDEr-D by default).
         num_samples: ``s`` samples per clip (paper: 5); >= 2 (the diversity term needs pairs).
         alpha: weight of the precision term (paper: 0.75); ``alpha = 1`` is SCST with
             ``s`` samples and the greedy baseline.
@@ -159,8 +159,9 @@ class SLE(SampledObjective):
         alpha: float = 0.75,
         max_len: int = 30,
         temperature: float = 1.0,
+        baseline_encoding: str = "shared",
     ):
-        super().__init__(reward, tokenizer, max_len, temperature)
+        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
         if num_samples < 2:
             raise ValueError(f"sle needs num_samples >= 2 (pairs of samples), got {num_samples}")
         if not 0.0 <= alpha <= 1.0:
@@ -171,7 +172,7 @@ class SLE(SampledObjective):
         clips, feats, lens = self.inputs(model, batch)
         s = self.num_samples
         v = model.encode(feats, lens)
-        greedy_words = self.greedy_words(model, feats, lens)
+        greedy_words = self.greedy_words(model, v, feats, lens)
         out = sample(model, v.repeat_interleave(s, 0), self.max_len, temperature=self.temperature)
         keys: List[str] = [c for c in clips for _ in range(s)]
         words = self.words(out.tokens)

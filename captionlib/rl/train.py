@@ -21,7 +21,7 @@ from captionlib.models.captioner import load_model_file
 from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.train.common import cider_d_validation, epoch_loader, log_model, write_config
+from captionlib.train.common import clip_validation, epoch_loader, log_model, write_config
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
 
@@ -40,6 +40,7 @@ def build_objective(
     num_rollouts: int = 3,
     critic_warmup_steps: int = 100,
     num_attributes: int = 400,
+    baseline_encoding: str = "shared",
 ) -> nn.Module:
     """The objective module ``(model, batch) -> (loss, stats)`` of ``rl_algo``.
 
@@ -53,11 +54,14 @@ def build_objective(
         if rl_algo == "scst" and (num_samples != 1 or baseline != "greedy"):
             logging.warning("scst uses 1 sample and the greedy baseline; ignoring num_samples/baseline")
             num_samples, baseline = 1, "greedy"
-        return PolicyGradient(reward, tokenizer, num_samples, baseline, **kw)
+        return PolicyGradient(reward, tokenizer, num_samples, baseline, baseline_encoding=baseline_encoding, **kw)
     if rl_algo == "sle":
         from captionlib.rl.sle import SLE
 
-        return SLE(reward, tokenizer, num_samples=num_samples, alpha=0.75 if alpha is None else alpha, **kw)
+        return SLE(
+            reward, tokenizer, num_samples=num_samples, alpha=0.75 if alpha is None else alpha,
+            baseline_encoding=baseline_encoding, **kw,
+        )
     if rl_algo == "ac":
         from captionlib.rl.actor_critic import ActorCritic
 
@@ -77,7 +81,7 @@ def build_objective(
         return MultiTask(
             reward, tokenizer, train_set.refs, embed_size=model.encoder.output_size,
             num_attributes=num_attributes, alpha=0.95 if alpha is None else alpha,
-            num_samples=num_samples, baseline=baseline, **kw,
+            num_samples=num_samples, baseline=baseline, baseline_encoding=baseline_encoding, **kw,
         )
     raise ValueError(f"unknown rl_algo {rl_algo!r}; choose from {', '.join(RL_ALGOS)}")
 
@@ -92,6 +96,7 @@ def train_rl(
     reward: str = "cider_d:1.0",
     num_samples: int = 1,
     baseline: str = "greedy",
+    baseline_encoding: str = "shared",
     temperature: float = 1.0,
     alpha: Optional[float] = None,
     num_rollouts: int = 3,
@@ -106,6 +111,8 @@ def train_rl(
     weight_decay: float = 0.0,
     grad_clip: float = 0.0,
     num_iters_per_epoch: Optional[int] = None,
+    batch_type: str = "random",
+    bucket_pool: int = 32,
     keep_nbest: int = 5,
     log_interval: int = 50,
     max_len: int = 30,
@@ -124,6 +131,8 @@ def train_rl(
         cider_df: train-set CIDEr-D document frequencies (stage 4).
         reward: reward spec, e.g. ``cider_d:1.0`` (see :mod:`captionlib.rl.rewards`).
         num_samples, baseline, temperature: sampling (reinforce_plus, sle, multitask).
+        baseline_encoding: the greedy baseline decodes from the sampling pass's embedding
+            (``shared``, the seed authors' code) or re-encodes in eval mode (``separate``).
         alpha: weight of the RL term (sle: 0.75, multitask: 0.95 when ``None``).
         num_rollouts: Monte-Carlo rollouts per step (mc_pg).
         critic_warmup_steps: steps training only the critic (ac).
@@ -133,6 +142,8 @@ def train_rl(
         freeze_encoder: keep the audio encoder fixed.
         batch_size: clips per batch. lr: Adam learning rate (seed 000: 5e-5, 25 epochs).
         num_iters_per_epoch: batches per epoch (``None``: one pass over the clips); see
+            :func:`captionlib.train.common.epoch_batches`.
+        batch_type, bucket_pool: ``random`` or length-``bucket``-ed batches, see
             :func:`captionlib.train.common.epoch_batches`.
 
     Raises:
@@ -161,7 +172,7 @@ def train_rl(
     rew = Reward(reward, train_set.refs, cider_df, spice_lib_dir, f"{output_dir}/spice_cache")
     objective = build_objective(
         rl_algo, model, rew, tokenizer, train_set, num_samples, baseline, temperature, max_len,
-        alpha, num_rollouts, critic_warmup_steps, num_attributes,
+        alpha, num_rollouts, critic_warmup_steps, num_attributes, baseline_encoding,
     ).to(device)
     groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": lr}]
     own = [p for p in objective.parameters() if p.requires_grad]
@@ -173,8 +184,9 @@ def train_rl(
         model,
         optimizer,
         objective,
-        epoch_loader(train_set, collate_clips, batch_size, seed, num_workers, num_iters_per_epoch),
-        cider_d_validation(valid_set, tokenizer, device, batch_size, max_len),
+        epoch_loader(train_set, collate_clips, batch_size, seed, num_workers, num_iters_per_epoch,
+                     batch_type, bucket_pool),
+        clip_validation(valid_set, tokenizer, device, batch_size, max_len),
         output_dir,
         max_epoch,
         obj["model_conf"],

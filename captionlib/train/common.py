@@ -2,18 +2,27 @@
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from captionlib.data.datasets import AudioRefsDataset, collate_clips
+from captionlib.data.datasets import AudioRefsDataset
 from captionlib.text.tokenizer import Tokenizer
 
 
+BATCH_TYPES = ("random", "bucket")
+
+
 def epoch_batches(
-    num_items: int, batch_size: int, seed: int, epoch: int, num_iters_per_epoch: Optional[int] = None
+    num_items: int,
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    num_iters_per_epoch: Optional[int] = None,
+    lengths: Optional[Sequence[int]] = None,
+    bucket_pool: int = 32,
 ) -> List[List[int]]:
     """Index batches of ``epoch`` (1-based): shuffled passes over ``num_items`` items.
 
@@ -24,19 +33,38 @@ def epoch_batches(
     data within one, so a small corpus still gets the configured number of updates. The
     order depends only on (seed, epoch), so a resumed run sees the same batches.
 
+    With ``lengths`` (e.g. frames per item) the batches of a pass are length-bucketed, the
+    idea of ESPnet2's sorted batch bins with fresh bins every pass: the shuffled items are
+    cut into pools of ``bucket_pool`` batches, each pool is sorted by length and cut into
+    batches, and all batches of the pass are shuffled. Batch-mates then have similar
+    lengths, so little padding is computed. ``bucket_pool=0`` sorts the whole pass at once
+    (ESPnet2's ``batch_type: sorted``: the same batches every pass, in a new order).
+
     Raises:
-        ValueError: no item, or a batch size / iteration count below 1.
+        ValueError: no item, a batch size / iteration count below 1, a negative
+            ``bucket_pool``, or ``lengths`` not of ``num_items`` entries.
     """
     if num_items < 1:
         raise ValueError("the training set is empty")
     if batch_size < 1 or (num_iters_per_epoch is not None and num_iters_per_epoch < 1):
         raise ValueError(f"batch_size ({batch_size}) and num_iters_per_epoch ({num_iters_per_epoch}) must be >= 1")
+    if bucket_pool < 0:
+        raise ValueError(f"bucket_pool must be >= 0, got {bucket_pool}")
+    if lengths is not None and len(lengths) != num_items:
+        raise ValueError(f"{len(lengths)} lengths for {num_items} items")
 
     def one_pass(index: int) -> List[List[int]]:
         g = torch.Generator()
         g.manual_seed(seed * 1000 + index)
         perm = torch.randperm(num_items, generator=g).tolist()
-        return [perm[i: i + batch_size] for i in range(0, num_items, batch_size)]
+        if lengths is None:
+            return [perm[i: i + batch_size] for i in range(0, num_items, batch_size)]
+        pool = bucket_pool * batch_size or num_items
+        batches = []
+        for start in range(0, num_items, pool):
+            items = sorted(perm[start: start + pool], key=lambda i: (lengths[i], i))
+            batches += [items[i: i + batch_size] for i in range(0, len(items), batch_size)]
+        return [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
 
     if num_iters_per_epoch is None:
         return one_pass(epoch)
@@ -57,51 +85,90 @@ def epoch_loader(
     seed: int,
     num_workers: int = 0,
     num_iters_per_epoch: Optional[int] = None,
+    batch_type: str = "random",
+    bucket_pool: int = 32,
 ) -> Callable[[int], Iterable]:
-    """A function ``epoch -> DataLoader`` over the batches of :func:`epoch_batches`."""
+    """A function ``epoch -> DataLoader`` over the batches of :func:`epoch_batches`.
+
+    ``batch_type``: ``random`` or ``bucket`` (length-bucketed by the dataset's
+    ``lengths()``, frames per item from ``utt2num_frames``).
+
+    Raises:
+        ValueError: unknown ``batch_type``.
+    """
+    if batch_type not in BATCH_TYPES:
+        raise ValueError(f"batch_type must be one of {BATCH_TYPES}, got {batch_type!r}")
+    lengths = dataset.lengths() if batch_type == "bucket" else None
 
     def make(epoch: int) -> Iterable:
-        batches = epoch_batches(len(dataset), batch_size, seed, epoch, num_iters_per_epoch)
+        batches = epoch_batches(len(dataset), batch_size, seed, epoch, num_iters_per_epoch, lengths, bucket_pool)
         return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers)
 
     return make
 
 
-@torch.no_grad()
-def decode_dataset(
-    model: Any,
+def clip_validation(
     dataset: AudioRefsDataset,
     tokenizer: Tokenizer,
     device: torch.device,
-    batch_size: int = 32,
-    max_len: int = 30,
-) -> Dict[str, str]:
-    """Greedy captions of every clip of ``dataset``: ``{clip_id: caption}``."""
-    from captionlib.decode.inference import caption_batch
-
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_clips)
-    hyps: Dict[str, str] = {}
-    for clips, feats, lens in loader:
-        _, caps = caption_batch(model, tokenizer, feats.to(device), lens.to(device), max_len=max_len)
-        hyps.update(zip(clips, caps))
-    return hyps
-
-
-def cider_d_validation(
-    dataset: AudioRefsDataset, tokenizer: Tokenizer, device: torch.device, batch_size: int, max_len: int
+    batch_size: int,
+    max_len: int,
+    captions: Optional[Mapping[str, Sequence[np.ndarray]]] = None,
 ) -> Callable[[Any], Dict[str, float]]:
-    """Validation by corpus CIDEr-D of greedy captions (document frequencies of the valid refs).
+    """Validation with one encoder pass per clip: corpus CIDEr-D of greedy captions
+    (document frequencies of the valid references), and with ``captions`` the teacher-forced
+    cross-entropy and token accuracy of every caption, from the same encodings.
 
-    Uses the cleaned references, like the reward; the paper-comparable scores come from
-    ``caption_score`` (PTB tokenizer) at the scoring stage.
+    Clips are batched in order of length (little padding); in eval mode the result does not
+    depend on the batching. Uses the cleaned references, like the reward; the
+    paper-comparable scores come from ``caption_score`` (PTB tokenizer) at the scoring stage.
+
+    Args:
+        dataset: the validation clips and references.
+        captions: ``{clip_id: [token ids (length,), ...]}`` (e.g. ``ClipCaptionsDataset.items``)
+            for ``loss`` (nats per token, eos included) and ``acc``.
+
+    Returns:
+        ``validate(model) -> {"cider_d", "vocab_size"[, "loss", "acc"]}``.
     """
+    from captionlib.data.datasets import pad_feats, pad_ids
+    from captionlib.decode.search import greedy_search
     from captionlib.metrics.cider_d import corpus_cider_d
+    from captionlib.models.captioner import xe_targets
 
+    try:
+        frames = dataset.lengths()
+    except FileNotFoundError:  # a dump dir without utt2num_frames: keep the file order
+        frames = [0] * len(dataset)
+    order = sorted(range(len(dataset)), key=lambda i: frames[i])
+
+    @torch.no_grad()
     def validate(model: Any) -> Dict[str, float]:
-        hyps = decode_dataset(model, dataset, tokenizer, device, batch_size, max_len)
-        score, _ = corpus_cider_d(dataset.refs, {c: h.split() for c, h in hyps.items()})
-        vocab = {w for h in hyps.values() for w in h.split()}
-        return {"cider_d": score, "vocab_size": float(len(vocab))}
+        hyps: Dict[str, List[str]] = {}
+        nll, correct, ntok = 0.0, 0, 0
+        for start in range(0, len(order), batch_size):
+            clips = [dataset.clips[i] for i in order[start: start + batch_size]]
+            feats, lens = pad_feats([dataset.feats[c] for c in clips])
+            v = model.encode(feats.to(device), lens.to(device))
+            for clip, ids in zip(clips, greedy_search(model, v, max_len).tolist()):
+                hyps[clip] = tokenizer.ids2text(ids).split()
+            if captions is None:
+                continue
+            ys, ys_lens = pad_ids([c for clip in clips for c in captions[clip]])
+            caption2clip = torch.tensor([i for i, clip in enumerate(clips) for _ in captions[clip]], device=device)
+            ys, ys_lens = ys.to(device), ys_lens.to(device)
+            logits = model.decoder.forward_teacher(v[caption2clip], ys)
+            targets = xe_targets(ys, ys_lens, model.eos_id)
+            nll += float(torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1), targets.flatten(), ignore_index=0, reduction="sum"))
+            mask = targets != 0
+            correct += int(((logits.argmax(-1) == targets) & mask).sum())
+            ntok += int(mask.sum())
+        score, _ = corpus_cider_d(dataset.refs, hyps)
+        out = {"cider_d": score, "vocab_size": float(len({w for h in hyps.values() for w in h}))}
+        if captions is not None:
+            out.update(loss=nll / max(ntok, 1), acc=correct / max(ntok, 1))
+        return out
 
     return validate
 

@@ -15,7 +15,7 @@ from captionlib.data.datasets import (
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.train.common import (
-    cider_d_validation,
+    clip_validation,
     epoch_loader,
     feats_dim,
     load_feats_stats,
@@ -61,26 +61,6 @@ def xe_objective(model, batch):
     return loss, {"loss": loss.item(), "acc": acc.item()}
 
 
-def xe_validation(valid_captions: CaptionDataset, batch_size: int, cider_validate):
-    """Validation: teacher-forced loss/accuracy on every valid caption + greedy CIDEr-D."""
-    from torch.utils.data import DataLoader
-
-    def validate(model) -> Dict[str, float]:
-        tot = {"loss": 0.0, "acc": 0.0}
-        n = 0
-        loader = DataLoader(valid_captions, batch_size=batch_size, collate_fn=collate_captions)
-        for batch in loader:
-            _, stats = xe_objective(model, batch)
-            for k in tot:
-                tot[k] += stats[k] * len(batch[0])
-            n += len(batch[0])
-        out = {k: v / n for k, v in tot.items()}
-        out.update(cider_validate(model))
-        return out
-
-    return validate
-
-
 def train_xe(
     train_data_dir: str,
     valid_data_dir: str,
@@ -100,6 +80,8 @@ def train_xe(
     weight_decay: float = 0.0,
     grad_clip: float = 0.0,
     num_iters_per_epoch: Optional[int] = None,
+    batch_type: str = "random",
+    bucket_pool: int = 32,
     keep_nbest: int = 5,
     log_interval: int = 50,
     max_len: int = 30,
@@ -129,6 +111,8 @@ def train_xe(
         max_epoch: epochs; lr: Adam learning rate.
         num_iters_per_epoch: batches per epoch, cycling through reshuffled passes (see
             :func:`captionlib.train.common.epoch_batches`); ``None``: one pass per epoch.
+        batch_type, bucket_pool: ``random`` or length-``bucket``-ed batches (see
+            :func:`captionlib.train.common.epoch_batches`).
         init_param: model file to initialise the weights from.
         init_embedding: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
             token list (``caption_train_word2vec``), copied into the decoder's embedding
@@ -172,17 +156,17 @@ def train_xe(
         train_set, collate = ClipCaptionsDataset(train_data_dir, tokenizer), collate_clip_captions
     else:
         train_set, collate = CaptionDataset(train_data_dir, tokenizer), collate_captions
-    valid_caps = CaptionDataset(valid_data_dir, tokenizer)
-    valid_clips = AudioRefsDataset(valid_data_dir)
-    validate = xe_validation(
-        valid_caps, batch_size, cider_d_validation(valid_clips, tokenizer, device, batch_size, max_len)
+    validate = clip_validation(
+        AudioRefsDataset(valid_data_dir), tokenizer, device, batch_size, max_len,
+        captions=dict(ClipCaptionsDataset(valid_data_dir, tokenizer).items),
     )
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
     Trainer(
         model,
         optimizer,
         xe_objective,
-        epoch_loader(train_set, collate, batch_size, seed, num_workers, num_iters_per_epoch),
+        epoch_loader(train_set, collate, batch_size, seed, num_workers, num_iters_per_epoch,
+                     batch_type, bucket_pool),
         validate,
         output_dir,
         max_epoch,

@@ -15,9 +15,11 @@ from captionlib.audio.features import logmel
 from captionlib.audio.io import load_audio
 from captionlib.io.datadir import read_scp, write_scp
 from captionlib.io.feats import FeatReader
+from captionlib.io.stats import compute_feats_stats
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path("/work/shared/data/clotho_fixture")
+SUBSET = Path("/work/shared/data/clotho_subset")
 CONF = REPO / "egs" / "mini_clotho" / "conf" / "feats_logmel.yaml"
 CLIPS = {
     "clotho-development-00001": FIXTURE / "development" / "Distorted AM Radio noise.wav",
@@ -93,6 +95,29 @@ def test_resampling_option_changes_features(tmp_path, wav_scp):
     wave, sr = load_audio(CLIPS[k], fs=16000)
     np.testing.assert_array_equal(b[k], logmel(wave, sr, n_mels=40))
     assert (tmp_path / "b" / "nf").is_file() and (tmp_path / "b" / "feats_dim.1").read_text() == "40\n"
+
+
+def test_float32_and_float64_dumps_agree_in_features_and_stats(tmp_path):
+    clips = {f"c{i:02d}": p for i, p in enumerate(sorted(SUBSET.glob("*/*.wav")) + list(CLIPS.values()))}
+    assert len(clips) >= 4
+    write_scp(tmp_path / "wav.scp", {k: str(v) for k, v in clips.items()})
+    stats, feats = {}, {}
+    for dtype in ("float32", "float64"):
+        caption_dump_feats.main(
+            ["--config", str(CONF), "--wav_scp", str(tmp_path / "wav.scp"), "--out_prefix"]
+            + [str(tmp_path / dtype / "feats.1"), "--dtype", dtype]
+        )
+        feats[dtype] = FeatReader(tmp_path / dtype / "feats.1.scp")
+        stats[dtype] = compute_feats_stats(tmp_path / dtype / "feats.1.scp", tmp_path / dtype / "stats.npz")
+    k = "c00"
+    wave, sr = load_audio(clips[k])
+    np.testing.assert_array_equal(feats["float64"][k], logmel(wave, sr, dtype="float64"))
+    for k in clips:
+        a, b = feats["float32"][k], feats["float64"][k]
+        assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5, k
+    assert stats["float32"]["count"] == stats["float64"]["count"]
+    for name in ("mean", "std"):
+        np.testing.assert_allclose(stats["float32"][name], stats["float64"][name], rtol=1e-5, atol=0)
 
 
 def test_bad_clip_names_scp_line_and_path(tmp_path, wav_scp):

@@ -86,3 +86,129 @@ def test_beam_returns_the_sequence_it_ranked_at_max_len():
     assert beam_search(m, torch.zeros(1, 1), beam_size=3, max_len=3)[0].tolist() == [1, 1, 3]
     assert greedy_search(m, torch.zeros(1, 1), max_len=3)[0].tolist() == [1, 1, 3]
     assert beam_search(m, torch.zeros(1, 1), beam_size=2, max_len=1)[0].tolist() == [3]
+
+
+@torch.no_grad()
+def reference_beam_search(model, v, beam_size, max_len, length_penalty):
+    """The plain beam search (every hypothesis stepped over the full vocabulary), as it was
+    before finished hypotheses were dropped from the model's batch."""
+    batch, eos = v.size(0), model.eos_id
+
+    def forced_eos(logp):
+        out = torch.full_like(logp, float("-inf"))
+        out[:, eos] = 0.0
+        return out
+
+    logp, state = model.first_step(v)
+    if max_len <= 1:
+        logp = forced_eos(logp)
+    vocab = logp.size(-1)
+    scores, tok = logp.topk(min(beam_size, vocab), dim=-1)
+    k = scores.size(1)
+    state = model.reorder_state(state, torch.arange(batch).repeat_interleave(k))
+    seqs, scores = tok.reshape(batch * k, 1), scores.reshape(batch * k)
+    finished, lengths = seqs[:, 0] == eos, torch.ones(batch * k)
+    for t in range(1, max_len):
+        if bool(finished.all()):
+            break
+        logp, state = model.step(seqs[:, -1], state)
+        if t == max_len - 1:
+            logp = forced_eos(logp)
+        logp = torch.where(finished[:, None], torch.full_like(logp, float("-inf")), logp)
+        logp[:, 0] = torch.where(finished, torch.zeros_like(scores), logp.new_full((), float("-inf")))
+        scores, idx = (scores[:, None] + logp).reshape(batch, k * vocab).topk(k, dim=-1)
+        src = (idx // vocab + torch.arange(batch)[:, None] * k).reshape(-1)
+        tok, scores = (idx % vocab).reshape(-1), scores.reshape(-1)
+        seqs = torch.cat([seqs[src], tok[:, None]], dim=1)
+        state = model.reorder_state(state, src)
+        prev_finished = finished[src]
+        lengths = lengths[src] + (~prev_finished).float()
+        finished = prev_finished | (tok == eos)
+    final = scores / lengths.pow(length_penalty) if length_penalty else scores
+    return seqs[final.reshape(batch, k).argmax(-1) + torch.arange(batch) * k]
+
+
+def ragged_captioner(seed):
+    """A small random captioner whose clips end at different steps: peaky output layer
+    (weights x5) with a raised eos bias; random embeddings make the clips differ."""
+    torch.manual_seed(seed)
+    m = Captioner(40, decoder_conf={"hidden_size": 32}).eval()
+    with torch.no_grad():
+        m.decoder.output.weight.mul_(5.0)
+        m.decoder.output.bias.mul_(5.0)
+        m.decoder.output.bias[m.eos_id] += 1.0
+    return m, torch.randn(12, m.encoder.output_size)
+
+
+def assert_equals_per_clip_loop(model, v, k, max_len, lp, reference=True):
+    batched = beam_search(model, v, k, max_len, lp)
+    if reference:
+        assert torch.equal(batched, reference_beam_search(model, v, k, max_len, lp))
+    for i in range(v.size(0)):
+        alone = beam_search(model, v[i : i + 1], k, max_len, lp)[0]
+        assert torch.equal(batched[i, : alone.numel()], alone)
+        assert not batched[i, alone.numel() :].any()  # only padding beyond
+    return batched
+
+
+def test_batched_beam_equals_per_clip_loop_and_reference():
+    model, v = ragged_captioner(2)
+    lengths = (beam_search(model, v, 5, 12) != 0).sum(1)
+    assert len(set(lengths.tolist())) >= 5 and (lengths < 12).sum() >= 8  # clips end at different steps
+    for k in (1, 2, 3, 5):
+        for max_len in (1, 2, 5, 12):
+            for lp in (0.0, 0.7, 1.0):
+                assert_equals_per_clip_loop(model, v, k, max_len, lp)
+
+
+def test_batched_beam_equals_per_clip_loop_on_ensemble():
+    from captionlib.decode.ensemble import Ensemble
+
+    (m1, v1), (m2, v2) = ragged_captioner(1), ragged_captioner(2)
+    ens = Ensemble([m1, m2]).eval()
+    v = torch.cat([v1, v2], dim=-1)
+    lengths = (beam_search(ens, v, 4, 12) != 0).sum(1)
+    assert len(set(lengths.tolist())) >= 3
+    for k, max_len, lp in [(1, 12, 0.0), (3, 12, 0.0), (4, 6, 1.0), (5, 12, 0.5), (4, 1, 0.0)]:
+        assert_equals_per_clip_loop(ens, v, k, max_len, lp)
+
+
+class PerClipTableModel(TableModel):
+    """A TableModel whose first distribution is chosen per clip by ``v[:, 0]``."""
+
+    def first_step(self, v):
+        return self.first[v[:, 0].long()].clone(), torch.zeros(v.size(0), dtype=torch.long)
+
+
+def test_batched_beam_equals_per_clip_loop_with_ties():
+    # clip 0: words 1-4 tie (p = 1/4 each) and end there, so its beam holds 4 finished
+    # hypotheses of equal score; clip 1 says word 5 until max_len. topk may reorder equal
+    # scores, so re-ranking clip 0's finished beam while clip 1 goes on could change which
+    # tied caption comes first; a clip whose hypotheses have all finished keeps its beam.
+    eos = 6  # 0 padding, 1-5 words
+    first = torch.stack([_log([0, 0.25, 0.25, 0.25, 0.25, 0, 0]), _log([0, 0, 0, 0, 0, 1, 0])])
+    ends = _log([0, 0, 0, 0, 0, 0, 1])
+    table = torch.stack([_log([0] + [1 / 6] * 6)] + [ends] * 4 + [_log([0, 0, 0, 0, 0, 0.9, 0.1]), ends])
+    m = PerClipTableModel(first, table, eos)
+    v = torch.tensor([[0.0], [1.0], [0.0]])
+    for k in (1, 2, 3, 4, 5):
+        for max_len in (1, 2, 3, 8):
+            assert_equals_per_clip_loop(m, v, k, max_len, 0.0, reference=False)
+    m = toy()
+    for k in (1, 2, 3, 4):
+        for max_len in (1, 2, 3, 5):
+            assert_equals_per_clip_loop(m, torch.zeros(3, 1), k, max_len, 0.0, reference=False)
+
+
+def test_draw_categorical_follows_the_softmax():
+    from captionlib.decode.search import draw_categorical
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[float("-inf"), 0.0, 1.0, -2.0, 0.5, 3.0]])
+    n = 200000
+    for temperature in (1.0, 2.0):
+        drawn = draw_categorical(logits.expand(n, -1), temperature)
+        freq = torch.bincount(drawn, minlength=6).double() / n
+        p = torch.softmax(logits[0].double() / temperature, -1)
+        assert freq[0] == 0  # probability 0 is never drawn
+        assert bool((((freq - p).abs() / (p * (1 - p) / n).sqrt().clamp(min=1e-12))[1:] < 4.5).all()), (freq, p)

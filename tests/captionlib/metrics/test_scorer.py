@@ -82,3 +82,36 @@ def test_spice_and_spider_with_jars(tmp_path):
                                  spice_cache_dir=str(tmp_path / "cache"), spice_heap="2G")
     assert 0 <= out["SPICE"] <= 1
     assert out["SPIDEr"] == pytest.approx((out["CIDEr-D"] + out["SPICE"]) / 2)
+
+
+def test_meteor_batch_equals_pycocoevalcap():
+    """meteor_score's one batch == pycocoevalcap's Meteor.compute_score (a round trip per clip)."""
+    if shutil.which("java") is None:
+        pytest.skip("no Java")
+    from captionlib.metrics.pycoco import get_meteor, meteor_score
+
+    refs, hyps = _small_set(250)
+    # text the protocol is sensitive to: '|||' is removed from a hypothesis (then "  " -> " ")
+    # and splits a reference; '|' next to the separators; empty hypothesis; non-ASCII, tab
+    odd = {
+        "odd-1": (["a dog barks loudly", "the dog is barking"], "a dog ||| barks"),
+        "odd-2": (["a dog ||| barks", "birds sing"], "birds|||sing  ||| loudly"),
+        "odd-3": (["|||", "x"], "x"),
+        "odd-4": (["rain falls", "rain"], ""),
+        "odd-5": (["café crème 🐦 sings", "bird\tsings"], "|||a||||b|||"),
+        "odd-6": (["| a |", "||b||"], "|x|"),
+    }
+    for c, (rs, h) in odd.items():
+        refs[c], hyps[c] = rs, h
+    score, per_clip = meteor_score(refs, hyps)
+    # after the batch, on the same shared process: a batch that left it out of step shows here
+    ref_score, ref_scores = get_meteor().compute_score({c: list(rs) for c, rs in refs.items()},
+                                                       {c: [hyps[c]] for c in refs})
+    assert list(per_clip) == list(refs)
+    assert list(per_clip.values()) == pytest.approx(ref_scores, abs=1e-6)
+    assert score == pytest.approx(ref_score, abs=1e-6)
+    assert score != pytest.approx(sum(ref_scores) / len(ref_scores), abs=1e-6)  # not a mean
+    # a line break would be read as two lines (pycocoevalcap then reads answers out of step)
+    for r, h in ((["a dog"], "a\ndog"), (["a\rdog"], "a dog")):
+        with pytest.raises(ValueError, match="line break"):
+            meteor_score({"x": r}, {"x": h})

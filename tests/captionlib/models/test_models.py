@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from captionlib.models.captioner import Captioner, count_parameters, xe_loss, xe_targets
-from captionlib.models.encoders import CRNNEncoder
+from captionlib.models.encoders import BatchIndependentBiGRU, CRNNEncoder
 from captionlib.text.cleaner import clean_words
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
@@ -33,18 +33,42 @@ def test_crnn_subsamples_time_by_4_and_pools_to_256():
     assert frames.shape == (2, 25, 256)
 
 
+@pytest.mark.parametrize("bigru", ["split", "packed"])
 @pytest.mark.parametrize("length", [80, 81, 83])
-def test_padding_does_not_change_the_embedding(length):
+def test_padding_does_not_change_the_embedding(length, bigru):
     # a clip's embedding must not depend on how much its batch-mates pad it
     torch.manual_seed(0)
-    model = Captioner(10).eval()
+    model = Captioner(10, encoder_conf={"bigru": bigru}).eval()
     x = torch.randn(1, length, 64) * 3 + 2
     v1 = model.encode(x, torch.tensor([length]))
     batch = torch.zeros(2, 200, 64)
     batch[0, :length] = x[0]
     batch[1] = torch.randn(200, 64)
     v2 = model.encode(batch, torch.tensor([length, 200]))
-    assert torch.allclose(v1, v2[:1], atol=1e-5)
+    assert torch.allclose(v1, v2[:1], atol=1e-6)
+
+
+def test_split_bigru_matches_the_packed_one_with_the_same_state_dict():
+    torch.manual_seed(0)
+    split = BatchIndependentBiGRU(16, 8, impl="split")
+    packed = BatchIndependentBiGRU(16, 8, impl="packed")
+    assert list(split.state_dict()) == list(torch.nn.GRU(16, 8, bidirectional=True).state_dict())
+    packed.load_state_dict(split.state_dict())
+    x = torch.randn(4, 30, 16)
+    lens = torch.tensor([30, 7, 1, 22])
+    outs, grads = [], []
+    for gru in (split, packed):
+        xi = x.clone().requires_grad_(True)
+        y = gru(xi, lens)
+        (y * torch.linspace(-1, 1, y.size(-1))).pow(2).sum().backward()
+        outs.append(y)
+        grads.append([xi.grad] + [p.grad for p in gru.parameters()])
+    assert torch.allclose(outs[0], outs[1], atol=1e-6)
+    assert bool((outs[0][1, 7:] == 0).all()) and bool((outs[0][2, 1:] == 0).all())
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-5)
+    with pytest.raises(ValueError, match="split or packed"):
+        BatchIndependentBiGRU(16, 8, impl="cudnn")
 
 
 def test_rejects_mel_count_not_divisible_by_64():

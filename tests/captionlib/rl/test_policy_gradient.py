@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from captionlib.decode.search import greedy_search
 from captionlib.rl.policy_gradient import PolicyGradient, mean_of_others, policy_gradient_loss
 from captionlib.rl.rewards import parse_reward_spec
 from captionlib.text.tokenizer import Tokenizer
@@ -60,3 +61,21 @@ def test_reward_spec():
         parse_reward_spec("meteor:1")
     with pytest.raises(ValueError, match="bad weight"):
         parse_reward_spec("cider_d:x")
+
+
+@pytest.mark.parametrize("encoding, passes", [("shared", 1), ("separate", 2)])
+def test_greedy_baseline_reuses_the_sampling_pass_encoding(encoding, passes):
+    torch.manual_seed(0)
+    model = _model()
+    calls = []
+    model.encoder.register_forward_hook(lambda _m, _i, out: calls.append((model.training, out[0].detach())))
+    obj = PolicyGradient(WordSetReward(), Tokenizer(TOKENS), max_len=6, baseline_encoding=encoding)
+    model.train()
+    obj(model, _batch())
+    assert [training for training, _ in calls] == [True, False][:passes] and model.training
+    # the baseline is the greedy caption (decoder in eval mode) of the train-mode embedding
+    # (shared) or of the eval-mode one (separate)
+    greedy = obj.words(greedy_search(model.eval(), calls[-1][1], 6))
+    assert obj.reward.calls[-1][1][2:] == greedy
+    with pytest.raises(ValueError, match="baseline_encoding"):
+        PolicyGradient(WordSetReward(), Tokenizer(TOKENS), baseline_encoding="twice")

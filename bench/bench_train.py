@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""Training and decoding speed of the seed system at Clotho scale, old paths against new.
+
+Everything runs on real clips: the WAVs of ``../shared/data/clotho_subset`` become 64-d
+log-mel features (the Clotho recipe's ``conf/feats_logmel.yaml``: 20 ms hop), tiled to
+Clotho's clip lengths (15-30 s, uniform), with real Clotho development captions and their
+4.4k-word vocabulary. The model is seed 000's CRNN + GRU-512 captioner, batches are 32 items.
+Each ratio below is measured side by side in this one run, the old path still reachable as
+an option:
+
+* XE, SCST and REINFORCE+ (5 samples) updates;
+* the encoder: the packed BiGRU (``encoder_conf: {bigru: packed}``) against the split one;
+  eval-mode encoding of a batch at once against chunks (``captioner.EVAL_CHUNK``);
+* padded (``batch_type: random``) against length-bucketed (``bucket``) batches: the mean
+  padded length of each schedule over a full Clotho epoch, and an update at that length;
+* the SCST greedy baseline: a second encoder pass (``baseline_encoding: separate``) against
+  the sampling pass's encoding (``shared``);
+* greedy, beam 5 and a per-clip beam-5 loop, search only;
+* the feature dump against a per-file librosa script (:mod:`bench_dump`).
+
+It prints the arithmetic lower bound of the XE update (its FLOPs from
+``torch.utils.flop_counter.FlopCounterMode`` over this machine's ``torch.mm`` FLOP/s,
+measured here) and the projected wall time of a full Clotho run (25 XE + 25 SCST epochs
+with validation every epoch), old and new.
+
+Usage:
+    python bench/bench_train.py [--num_threads N] [--reps 2] [--markdown]
+"""
+
+import argparse
+import csv
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from captionlib.audio.features import logmel  # noqa: E402
+from captionlib.data.datasets import pad_feats, pad_ids  # noqa: E402
+from captionlib.decode.search import beam_search, greedy_search  # noqa: E402
+from captionlib.metrics.cider_d import DocumentFrequency  # noqa: E402
+from captionlib.models import captioner as captioner_module  # noqa: E402
+from captionlib.models.captioner import Captioner, xe_loss, xe_targets  # noqa: E402
+from captionlib.rl.policy_gradient import PolicyGradient  # noqa: E402
+from captionlib.rl.rewards import Reward  # noqa: E402
+from captionlib.text.cleaner import clean_words  # noqa: E402
+from captionlib.text.tokenizer import Tokenizer  # noqa: E402
+from captionlib.train.common import epoch_batches  # noqa: E402
+
+SHARED = HERE.parent.parent / "shared" / "data"
+HOP_S = 0.02  # egs/clotho/conf/feats_logmel.yaml
+# Clotho v2.1: development 3839 clips x 5 captions, validation 1045 clips
+CLOTHO_DEV_CLIPS, CLOTHO_VALID_CLIPS, CAPTIONS_PER_CLIP = 3839, 1045, 5
+EPOCHS_XE, EPOCHS_RL = 25, 25
+
+
+def get_parser() -> argparse.ArgumentParser:
+    """The benchmark's options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(SHARED), help="the shared data dir (clotho_subset, clotho_captions_v2.1)")
+    p.add_argument("--num_threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions per measurement (after a warm-up)")
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--min_s", type=float, default=15.0, help="shortest clip (s)")
+    p.add_argument("--max_s", type=float, default=30.0, help="longest clip (s)")
+    p.add_argument("--skip_dump", action="store_true", help="leave out the feature-dump comparison")
+    p.add_argument("--warm_up_steps", type=int, default=100,
+                   help="decoder-only steps on the real captions before measuring (realistic caption lengths)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def timed(fn, reps: int) -> float:
+    """Mean wall seconds of ``fn()`` over ``reps`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.mean(times)
+
+
+def timed_round_robin(fns, reps: int):
+    """Mean wall seconds of each of ``fns`` (``{name: fn}``), measured side by side: after a
+    warm-up call of each, ``reps`` rounds that call every function once in turn, so slow
+    phases of a shared machine hit all of them alike."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.mean(t) for name, t in times.items()}
+
+
+def real_features(data: Path):
+    """Log-mel (frames, 64) of every clip of clotho_subset, concatenated along time."""
+    wavs = sorted((data / "clotho_subset").glob("*/*.wav"))
+    if not wavs:
+        raise FileNotFoundError(f"{data / 'clotho_subset'}: no WAV files")
+    feats = []
+    for w in wavs:
+        wave, fs = sf.read(str(w), dtype="float32", always_2d=True)
+        feats.append(logmel(wave.mean(1), fs))
+    return np.concatenate(feats), len(wavs)
+
+
+def tile(stream: np.ndarray, frames: int, offset: int) -> np.ndarray:
+    """``frames`` consecutive frames of the (cyclic) real-feature stream from ``offset``."""
+    idx = (offset + np.arange(frames)) % len(stream)
+    return stream[idx]
+
+
+def clotho_captions(data: Path):
+    """Cleaned development captions (lists of words) of Clotho v2.1, 5 per clip."""
+    path = data / "clotho_captions_v2.1" / "clotho_captions_development.csv"
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [[clean_words(r[f"caption_{k}"]) for k in range(1, 6)] for r in rows]
+
+
+class Setup:
+    """The model, tokenizer, reward and real-feature batches of the benchmark."""
+
+    def __init__(self, args):
+        rng = np.random.default_rng(args.seed)
+        self.batch_size = args.batch_size
+        self.stream, self.num_wavs = real_features(Path(args.data))
+        self.caps = clotho_captions(Path(args.data))
+        vocab = sorted({w for c in self.caps for cap in c for w in cap})
+        self.tok = Tokenizer(["<blank>", "<unk>"] + vocab + ["<sos/eos>"])
+        # clip lengths of a Clotho-sized development set and its epoch schedules
+        lo, hi = round(args.min_s / HOP_S), round(args.max_s / HOP_S)
+        self.clip_frames = rng.integers(lo, hi + 1, size=CLOTHO_DEV_CLIPS)
+        cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP).tolist()
+        n = len(cap_frames)
+        self.schedules = {
+            kind: epoch_batches(n, self.batch_size, args.seed, 1, lengths=None if kind == "random" else cap_frames)
+            for kind in ("random", "bucket")
+        }
+        self.padded = {k: float(np.mean([max(cap_frames[i] for i in b) for b in s])) for k, s in self.schedules.items()}
+        self.real = float(np.mean(cap_frames))
+        self.refs = {f"clip{i}": c for i, c in enumerate(self.caps)}
+        torch.manual_seed(args.seed)
+        self.model = Captioner(self.tok.vocab_size, n_mels=64)
+        self.model.set_normalization(self.stream.mean(0), self.stream.std(0))
+
+    def batch(self, kind: str, rng_seed: int = 0):
+        """A batch of ``kind`` (random / bucket) whose padded length is the schedule's mean:
+        (clip ids, feats (B, T, 64), lens (B,), ys (B, L), ys_lens (B,))."""
+        sched = self.schedules[kind]
+        cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP)
+        best = min(sched, key=lambda b: abs(max(cap_frames[i] for i in b) - self.padded[kind]))
+        clip_idx = [i // CAPTIONS_PER_CLIP for i in best]
+        feats, lens = pad_feats([tile(self.stream, int(self.clip_frames[c]), 7919 * c) for c in clip_idx])
+        ids = [self.tok.text2ids(" ".join(self.caps[c % len(self.caps)][i % CAPTIONS_PER_CLIP])) for c, i in zip(clip_idx, best)]
+        ys, ys_lens = pad_ids([np.asarray(x, dtype=np.int64) for x in ids])
+        return [f"clip{c % len(self.caps)}" for c in clip_idx], feats, lens, ys, ys_lens
+
+
+def xe_update(model, opt, feats, lens, ys, ys_lens):
+    """One XE update (forward, backward, Adam step)."""
+    loss = xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def rl_update(objective, model, opt, clips, feats, lens):
+    """One RL update of ``objective``."""
+    loss, _ = objective(model, (clips, feats, lens))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def warm_up_decoder(setup, steps: int, seed: int) -> float:
+    """Train the decoder alone on the real captions for ``steps`` Adam steps (64 captions
+    each, fixed embeddings of real clips), so that captions end like real ones: an untrained
+    decoder never emits eos, which would make every decode run to ``max_len``. Returns the
+    last loss."""
+    model, rng = setup.model, np.random.default_rng(seed)
+    _, feats, lens, _, _ = setup.batch("random")
+    model.eval()
+    with torch.no_grad():
+        bank = model.encode(feats, lens)
+    model.train()
+    opt = torch.optim.Adam(model.decoder.parameters(), lr=3e-3)
+    for _ in range(steps):
+        picks = rng.integers(0, len(setup.caps), size=64)
+        ids = [np.asarray(setup.tok.text2ids(" ".join(setup.caps[c][c % CAPTIONS_PER_CLIP])), dtype=np.int64)
+               for c in picks]
+        ys, ys_lens = pad_ids(ids)
+        v = bank[torch.as_tensor(picks % len(bank))]
+        loss = xe_loss(model.decoder.forward_teacher(v, ys), xe_targets(ys, ys_lens, model.eos_id))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return loss.item()
+
+
+def set_bigru(model, impl: str) -> None:
+    """Switch the encoder's BiGRU between ``split`` and ``packed`` (same parameters)."""
+    model.encoder.rnn.impl = impl
+
+
+def mm_flops_per_s(reps: int) -> float:
+    """This machine's float32 ``torch.mm`` throughput (FLOP/s) on 2048 x 2048 matrices."""
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    return 2 * 2048 ** 3 / timed(lambda: torch.mm(a, b), max(reps, 3))
+
+
+def xe_flops(model, feats, lens, ys, ys_lens) -> float:
+    """FLOPs of one XE forward + backward (``FlopCounterMode``)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def main(argv=None) -> None:
+    """Run the benchmark and print its table."""
+    args = get_parser().parse_args(argv)
+    torch.set_num_threads(args.num_threads)
+    t_start = time.time()
+    s = Setup(args)
+    model, reps = s.model, args.reps
+    print(f"# bench_train: torch {torch.__version__}, {args.num_threads} threads, {os.cpu_count()} CPUs")
+    print(f"real features: {s.num_wavs} clotho_subset WAVs, {len(s.stream)} frames; vocabulary {s.tok.vocab_size}; "
+          f"model {sum(p.numel() for p in model.parameters())} parameters")
+    for k in ("random", "bucket"):
+        print(f"{k:>6} batches: mean padded length {s.padded[k] * HOP_S:.1f} s over a Clotho epoch "
+              f"({len(s.schedules[k])} batches; real audio {s.real * HOP_S:.1f} s per item)")
+    rows = []  # (what, old label, old s, new label, new s)
+
+    t0 = time.perf_counter()
+    loss = warm_up_decoder(s, args.warm_up_steps, args.seed)
+    print(f"decoder warmed up on the real captions: {args.warm_up_steps} steps, "
+          f"cross-entropy {loss:.2f}, {time.perf_counter() - t0:.0f} s")
+    clips_r, feats_r, lens_r, ys_r, ys_lens_r = s.batch("random")
+    clips_b, feats_b, lens_b, ys_b, ys_lens_b = s.batch("bucket")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-6)
+    model.train()
+
+    # the CIDEr-D reward of the real captions for the RL updates
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        df_path = os.path.join(tmp, "cider_df.pkl")
+        DocumentFrequency.from_references(s.refs, n=4).save(df_path)
+        reward = Reward("cider_d:1.0", s.refs, df_path)
+    scst = {enc: PolicyGradient(reward, s.tok, baseline_encoding=enc) for enc in ("separate", "shared")}
+    rplus = PolicyGradient(reward, s.tok, num_samples=5, baseline="mean")
+
+    def with_bigru(impl, fn):
+        def run():
+            set_bigru(model, impl)
+            fn()
+            set_bigru(model, "split")
+        return run
+
+    # every update, old and new paths, round robin
+    t = timed_round_robin({
+        "xe_packed": with_bigru("packed", lambda: xe_update(model, opt, feats_r, lens_r, ys_r, ys_lens_r)),
+        "xe": lambda: xe_update(model, opt, feats_r, lens_r, ys_r, ys_lens_r),
+        "xe_bucket": lambda: xe_update(model, opt, feats_b, lens_b, ys_b, ys_lens_b),
+        "scst_separate": lambda: rl_update(scst["separate"], model, opt, clips_r, feats_r, lens_r),
+        "scst": lambda: rl_update(scst["shared"], model, opt, clips_r, feats_r, lens_r),
+        "scst_bucket": lambda: rl_update(scst["shared"], model, opt, clips_b, feats_b, lens_b),
+        "reinforce_plus": lambda: rl_update(rplus, model, opt, clips_r, feats_r, lens_r),
+    }, reps)
+    xe_old, xe_split, xe_new = t["xe_packed"], t["xe"], t["xe_bucket"]
+    scst_old, scst_new, scst_bucket, rplus_t = t["scst_separate"], t["scst"], t["scst_bucket"], t["reinforce_plus"]
+    rows.append(("XE update, padded batch", "packed BiGRU", xe_old, "split BiGRU", xe_split))
+    rows.append(("XE update (split BiGRU)", "padded batch", xe_split, "bucketed batch", xe_new))
+    rows.append(("SCST update, padded batch", "separate baseline encoding", scst_old, "shared", scst_new))
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
+    # the BiGRU alone, forward + backward on the encoder's real input shapes
+    x = torch.randn(feats_r.size(0), feats_r.size(1) // 4, model.encoder.rnn.input_size)
+    glens = (lens_r // 4).clamp(min=1, max=x.size(1))
+
+    def bigru_step(impl):
+        model.encoder.rnn.impl = impl
+        xi = x.clone().requires_grad_(True)
+        model.encoder.rnn(xi, glens).sum().backward()
+
+    t = timed_round_robin({"packed": lambda: bigru_step("packed"), "split": lambda: bigru_step("split")}, reps)
+    rows.append(("BiGRU forward + backward", "packed", t["packed"], "split", t["split"]))
+    set_bigru(model, "split")
+    model.zero_grad(set_to_none=True)
+
+    # eval mode: encoding, search, teacher forcing
+    model.eval()
+    with torch.no_grad():
+        chunk = captioner_module.EVAL_CHUNK
+
+        def encode_whole():
+            captioner_module.EVAL_CHUNK = 10 ** 9
+            model.encode(feats_r, lens_r)
+            captioner_module.EVAL_CHUNK = chunk
+
+        v = model.encode(feats_r, lens_r)
+        ys5 = ys_r.repeat(CAPTIONS_PER_CLIP, 1)
+        t = timed_round_robin({
+            "enc_whole": encode_whole,
+            "enc_chunks": lambda: model.encode(feats_r, lens_r),
+            "greedy": lambda: greedy_search(model, v, 30),
+            "beam": lambda: beam_search(model, v, 5, 30),
+            "beam_per_clip": lambda: [beam_search(model, v[i: i + 1], 5, 30) for i in range(v.size(0))],
+            "tf_32": lambda: model(feats_r, lens_r, ys_r),  # old validation: one encoding per caption
+            "tf_160": lambda: model.decoder.forward_teacher(v.repeat(CAPTIONS_PER_CLIP, 1), ys5),
+        }, reps)
+        enc_whole, enc_chunks, greedy_t, beam_t = t["enc_whole"], t["enc_chunks"], t["greedy"], t["beam"]
+        per_clip_t, tf_32, tf_160 = t["beam_per_clip"], t["tf_32"], t["tf_160"]
+        rows.append(("eval encoding, padded batch", "one call", enc_whole, f"chunks of {chunk}", enc_chunks))
+        rows.append(("beam 5, search only", "per-clip loop", per_clip_t, "batched", beam_t))
+        lengths = (greedy_search(model, v, 30) != 0).sum(1).float()
+    print(f"greedy captions: {lengths.mean():.1f} tokens (min {lengths.min():.0f}, max {lengths.max():.0f})")
+
+    # the arithmetic bound of the XE update
+    model.train()
+    flops = xe_flops(model, feats_r, lens_r, ys_r, ys_lens_r)
+    mm = mm_flops_per_s(reps)
+
+    if not args.skip_dump:
+        from bench_dump import measure_dump
+
+        d = measure_dump()
+        rows.append(("feature dump", "per-file librosa", d["librosa_s"], "caption_dump_feats", d["ours_s"]))
+
+    print()
+    print("| what | old | old s | new | new s | speed-up |")
+    print("|---|---|---:|---|---:|---:|")
+    for what, a, ta, b, tb in rows:
+        print(f"| {what} | {a} | {ta:.3f} | {b} | {tb:.3f} | {ta / tb:.2f}x |")
+    print(f"| REINFORCE+ (5 samples, mean baseline) / XE update, padded batch | XE | {xe_split:.3f} | "
+          f"REINFORCE+ | {rplus_t:.3f} | {rplus_t / xe_split:.2f}x XE |")
+    print(f"| SCST / XE update, padded batch (new paths) | XE | {xe_split:.3f} | SCST | {scst_new:.3f} | "
+          f"{scst_new / xe_split:.2f}x XE |")
+    print(f"| beam 5 (batched) / greedy, search only | greedy | {greedy_t:.3f} | beam 5 | {beam_t:.3f} | "
+          f"{beam_t / greedy_t:.2f}x greedy |")
+    print()
+    bound = flops / mm
+    print(f"XE update bound: {flops / 1e9:.0f} GFLOP / {mm / 1e9:.0f} GFLOP/s (torch.mm 2048^2) = {bound:.2f} s; "
+          f"measured {xe_split:.2f} s = {xe_split / bound:.2f}x the bound (padded batch, split BiGRU)")
+    print(f"peak RSS after the XE and RL updates: {peak_gib:.2f} GiB")
+
+    # projection: 25 XE + 25 SCST epochs of full Clotho, validation on 1045 clips each epoch
+    nb = s.batch_size
+    xe_batches = len(s.schedules["random"])
+    rl_batches = -(-CLOTHO_DEV_CLIPS // nb)
+    valid_batches = -(-CLOTHO_VALID_CLIPS // nb)
+    valid_caption_batches = -(-CLOTHO_VALID_CLIPS * CAPTIONS_PER_CLIP // nb)
+    # old: each validation caption encoded with teacher forcing, then every clip encoded
+    # again (one call per batch) for the greedy decode; new: one chunked pass per clip
+    valid_old = valid_caption_batches * tf_32 + valid_batches * (enc_whole + greedy_t)
+    valid_new = valid_batches * (enc_chunks + greedy_t + tf_160)
+    valid_rl_old, valid_rl_new = valid_batches * (enc_whole + greedy_t), valid_batches * (enc_chunks + greedy_t)
+    old_h = (EPOCHS_XE * (xe_batches * xe_old + valid_old) + EPOCHS_RL * (rl_batches * scst_old + valid_rl_old)) / 3600
+    new_h = (EPOCHS_XE * (xe_batches * xe_new + valid_new) + EPOCHS_RL * (rl_batches * scst_bucket + valid_rl_new)) / 3600
+    print(f"projected full Clotho ({CLOTHO_DEV_CLIPS} clips x {CAPTIONS_PER_CLIP} captions, "
+          f"{EPOCHS_XE} XE + {EPOCHS_RL} SCST epochs, validation on {CLOTHO_VALID_CLIPS} clips each epoch):")
+    print(f"  old paths (random batches, packed BiGRU, separate baseline encoding, validation per caption): "
+          f"{old_h:.1f} h")
+    print(f"  new paths (bucketed batches, split BiGRU, shared baseline encoding, one pass per clip): {new_h:.1f} h "
+          f"({old_h / new_h:.2f}x)")
+    print(f"  per epoch: XE {xe_batches} x {xe_new:.2f} s + valid {valid_new:.0f} s; "
+          f"SCST {rl_batches} x {scst_bucket:.2f} s + valid {valid_rl_new:.0f} s")
+    print(f"benchmark wall time {time.time() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

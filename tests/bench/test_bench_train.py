@@ -1,0 +1,19 @@
+"""bench/bench_train.py runs end to end (tiny sizes; the speed targets live in its output,
+not in this test)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_train_prints_its_table_bound_and_projection():
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_train.py"), "--min_s", "2", "--max_s", "3",
+           "--batch_size", "4", "--reps", "1", "--skip_dump", "--warm_up_steps", "2", "--num_threads", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for needle in ("| XE update, padded batch | packed BiGRU |", "| beam 5, search only | per-clip loop |",
+                   "| SCST update, padded batch | separate baseline encoding |",
+                   "XE update bound:", "projected full Clotho"):
+        assert needle in out.stdout, (needle, out.stdout)
