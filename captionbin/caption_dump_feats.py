@@ -16,7 +16,7 @@ Usage:
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str_or_none
+from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str2bool, str_or_none
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
@@ -46,6 +46,10 @@ def get_parser():
     parser.add_argument(
         "--dtype", default="float32", choices=("float32", "float64"),
         help="computation dtype (features are stored as float32 either way); float64 is ~2x slower",
+    )
+    parser.add_argument(
+        "--strict", type=str2bool, default=False,
+        help="an audio file shorter than its header says is an error (default: a warning naming it)",
     )
     return parser
 

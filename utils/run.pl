@@ -155,10 +155,15 @@ sub run_job {
   print $lfh "# $jcmd\n# Started at " . localtime() . "\n";
   my $t0 = time();
   my $status;
+  # The command runs in its own process group; a TERM/INT/HUP sent to this job (e.g. run.pl
+  # killed, or Ctrl-C) is forwarded to that whole group, so no trainer keeps running alone.
+  my $pid;
+  local @SIG{qw(TERM INT HUP)} = (sub { kill $_[0], -$pid if $pid; }) x 3;
   if ($tee) {
-    my $pid = open(my $out, "-|");
+    $pid = open(my $out, "-|");
     if (!defined $pid) { print $lfh "$prog: fork failed: $!\n"; $status = 255 << 8; }
     elsif ($pid == 0) {
+      setpgrp(0, 0);
       open(STDERR, ">&", \*STDOUT);
       exec("bash", "-c", $jcmd) or do { print "exec bash failed: $!\n"; POSIX::_exit(127); };
     } else {
@@ -168,9 +173,10 @@ sub run_job {
       $status = $?;
     }
   } else {
-    my $pid = fork();
+    $pid = fork();
     if (!defined $pid) { print $lfh "$prog: fork failed: $!\n"; $status = 255 << 8; }
     elsif ($pid == 0) {
+      setpgrp(0, 0);
       open(STDOUT, ">&", $lfh) or POSIX::_exit(127);
       open(STDERR, ">&", $lfh) or POSIX::_exit(127);
       exec("bash", "-c", $jcmd) or do { print STDERR "exec bash failed: $!\n"; POSIX::_exit(127); };
@@ -191,8 +197,10 @@ sub run_job {
 my %running;    # pid -> job id
 my %code;       # job id -> exit code
 my $next = $jobstart;
+my $stopped;    # a signal stopped the run: forward it to the running jobs, start no more
+@SIG{qw(TERM INT HUP)} = (sub { $stopped = $_[0]; kill $_[0], keys %running; }) x 3;
 while ($next <= $jobend || %running) {
-  while ($next <= $jobend && scalar(keys %running) < $limit) {
+  while (!$stopped && $next <= $jobend && scalar(keys %running) < $limit) {
     my $pid = fork();
     die "$prog: fork failed: $!\n" unless defined $pid;
     if ($pid == 0) {
@@ -209,6 +217,10 @@ while ($next <= $jobend || %running) {
   $code{$id} = ($st & 127) ? 128 + ($st & 127) : ($st >> 8);
 }
 
+if ($stopped) {
+  print STDERR "$prog: stopped by SIG$stopped (forwarded to the running jobs), log is in $logfile\n";
+  exit 1;
+}
 my $failed = grep { !defined $code{$_} || $code{$_} != 0 } ($jobstart .. $jobend);
 if ($failed) {
   print STDERR "$prog: $failed / $njobs failed, log is in $logfile\n";

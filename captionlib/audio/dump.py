@@ -32,6 +32,7 @@ def dump_feats(
     log_interval: int = 100,
     num_threads: int = 1,
     dtype: str = "float32",
+    strict: bool = False,
 ) -> Dict[str, int]:
     """Extract features for every clip of ``wav_scp`` into one ark or h5 file.
 
@@ -58,6 +59,8 @@ def dump_feats(
             0: leave torch's setting). Set process-wide and left set.
         dtype: computation dtype of the features, ``"float32"`` (fast) or ``"float64"``
             (see :mod:`captionlib.audio.features`); the stored features are float32 either way.
+        strict: an audio file shorter than its header says is an error (default: a logged
+            warning naming it; see :func:`captionlib.audio.io.check_truncation`).
 
     Returns:
         ``{clip_id: frames}``.
@@ -92,7 +95,7 @@ def dump_feats(
     with FeatWriter(prefix, filetype) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):
             try:
-                wave, rate = load_audio(path, fs=fs)
+                wave, rate = load_audio(path, fs=fs, strict=strict)
                 feats = extractor(wave, rate)
             except (ValueError, FileNotFoundError) as e:
                 raise type(e)(f"{wav_scp}:{i}: clip {key}: {e}") from None

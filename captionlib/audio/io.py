@@ -1,6 +1,8 @@
 """Audio file loading with soundfile (libsndfile) and resampling with soxr."""
 
+import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -29,18 +31,43 @@ class AudioInfo:
         return self.frames / self.sample_rate
 
 
-def audio_info(path: PathLike) -> AudioInfo:
+_SHOULD_BE = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
+
+
+def check_truncation(path: str, info, strict: bool = False) -> None:
+    """Warn (or with ``strict`` raise) when a file holds less audio data than its header
+    promises, as libsndfile reports in ``soundfile.info(path).extra_info`` (a WAV cut short
+    by an interrupted copy: its ``data`` chunk says N bytes, the file holds fewer; libsndfile
+    then reads only the samples present).
+
+    Raises:
+        ValueError: with ``strict``, naming the file and both sizes.
+    """
+    m = _SHOULD_BE.search(getattr(info, "extra_info", "") or "")
+    if m is None or int(m.group(2)) >= int(m.group(1)):
+        return
+    msg = (f"{path}: truncated? its header promises {m.group(1)} bytes of audio data, the file holds "
+           f"{m.group(2)}; only the {info.frames / info.samplerate:.3f} s present are used")
+    if strict:
+        raise ValueError(msg)
+    logging.warning("%s (strict: make this an error)", msg)
+
+
+def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
     """Read the header of an audio file without decoding the samples.
 
     Args:
         path: any format libsndfile reads (WAV, FLAC, OGG, ...).
+        strict: a file shorter than its header says is an error (default: a warning), see
+            :func:`check_truncation`.
 
     Returns:
-        :class:`AudioInfo`.
+        :class:`AudioInfo` (of the samples present).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: ``"<path>: cannot read audio: ..."`` if libsndfile cannot parse it.
+        ValueError: ``"<path>: cannot read audio: ..."`` if libsndfile cannot parse it;
+            with ``strict``, a truncated file.
     """
     import soundfile as sf
 
@@ -51,10 +78,11 @@ def audio_info(path: PathLike) -> AudioInfo:
         info = sf.info(path)
     except Exception as e:  # soundfile.LibsndfileError / RuntimeError / TypeError
         raise ValueError(f"{path}: cannot read audio: {e}") from None
+    check_truncation(path, info, strict)
     return AudioInfo(sample_rate=int(info.samplerate), frames=int(info.frames), channels=int(info.channels))
 
 
-def load_audio(path: PathLike, fs: Optional[int] = None) -> Tuple[np.ndarray, int]:
+def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -> Tuple[np.ndarray, int]:
     """Load an audio file as mono float32, optionally resampled.
 
     Integer PCM is scaled to ``[-1, 1)`` by soundfile. Multi-channel audio is
@@ -64,6 +92,8 @@ def load_audio(path: PathLike, fs: Optional[int] = None) -> Tuple[np.ndarray, in
     Args:
         path: audio file.
         fs: target sample rate in Hz, or ``None`` to keep the file's rate.
+        strict: a file shorter than its header says is an error (default: a logged
+            warning naming it), see :func:`check_truncation`.
 
     Returns:
         ``(wave, sample_rate)``: ``wave`` is float32 of shape ``(samples,)``;
@@ -71,8 +101,9 @@ def load_audio(path: PathLike, fs: Optional[int] = None) -> Tuple[np.ndarray, in
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming ``path`` if it cannot be decoded, holds 0 samples, or
-            ``fs`` is not positive.
+        ValueError: naming ``path`` if it cannot be decoded, holds 0 samples or
+            non-finite (NaN/Inf) samples, or ``fs`` is not positive; with ``strict``, if it
+            is truncated.
     """
     import soundfile as sf
 
@@ -82,11 +113,19 @@ def load_audio(path: PathLike, fs: Optional[int] = None) -> Tuple[np.ndarray, in
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: audio file not found")
     try:
+        check_truncation(path, sf.info(path), strict)
         data, sr = sf.read(path, dtype="float32", always_2d=True)
+    except ValueError:
+        raise
     except Exception as e:
         raise ValueError(f"{path}: cannot read audio: {e}") from None
     if data.shape[0] == 0:
         raise ValueError(f"{path}: empty audio (0 samples)")
+    bad = ~np.isfinite(data)
+    if bad.any():  # float WAVs can hold NaN/Inf; they would become NaN features
+        first = int(np.argwhere(bad)[0, 0])
+        raise ValueError(f"{path}: {int(bad.sum())} non-finite samples (NaN/Inf), the first at sample {first} "
+                         f"({first / sr:.3f} s)")
     wave = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
     wave = np.ascontiguousarray(wave, dtype=np.float32)
     if fs is not None and fs != sr:

@@ -94,7 +94,9 @@ def decode_feats_scp(
         Path of the written text file (``<clip-id> <caption>``, sorted).
 
     Raises:
-        ValueError: for files whose token lists differ (ensemble), or bad N/temperature.
+        ValueError: for files whose token lists differ (ensemble), bad N/temperature, or
+            features the model cannot take (wrong dimension, NaN/Inf, unreadable; the clip is
+            named).
     """
     from captionlib.io.feats import FeatReader
 
@@ -113,12 +115,17 @@ def decode_feats_scp(
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
     reader = FeatReader(feats_scp)
     keys = list(reader.keys())
+    dim = int(obj["model_conf"].get("n_mels", 64))
     lines: List[str] = []
     sample_lines: List[str] = []
     t0 = time.time()
     for i in range(0, len(keys), batch_size):
         clips = keys[i : i + batch_size]
-        feats, lens = pad_feats([reader[c] for c in clips])
+        arrays = [reader[c] for c in clips]
+        for c, a in zip(clips, arrays):
+            if a.shape[1] != dim:
+                raise ValueError(f"{feats_scp}: clip {c} has {a.shape[1]}-dim features, the model takes {dim}")
+        feats, lens = pad_feats(arrays)
         v, caps = caption_batch(
             model, tokenizer, feats.to(device), lens.to(device), beam_size, max_len, length_penalty
         )

@@ -27,6 +27,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from captionlib.io.datadir import PathLike, utt2spk_to_spk2utt, write_scp
+from captionlib.text.cleaner import clean_words
 
 SPLITS = ("development", "validation", "evaluation")
 NUM_CAPTIONS = 5
@@ -98,7 +99,7 @@ def prepare_clotho(
     Raises:
         ClothoPrepError (a ``ValueError``): unknown split; missing CSV or wrong header
             (always fatal); and, unless ``skip_bad``, a row with the wrong column
-            count, an empty caption cell, a file name repeated within the split, a
+            count, an empty caption cell or one without words after cleaning, a file name repeated within the split, a
             missing, unreadable or empty (0-sample) audio file. Messages name the CSV
             file and line (``<csv>:<line>: ...``), plus the audio path where relevant.
             Also raised if no clip is left.
@@ -146,6 +147,12 @@ def prepare_clotho(
         empty = [HEADER[k + 1] for k, c in enumerate(captions) if not c]
         if empty:
             bad(f"{where}: empty caption cell(s) {', '.join(empty)} for {name!r}")
+            continue
+        # a caption of punctuation only would be an empty reference to the scorer
+        no_words = [HEADER[k + 1] for k, c in enumerate(captions) if not clean_words(c)]
+        if no_words:
+            bad(f"{where}: caption cell(s) {', '.join(no_words)} for {name!r} have no words after cleaning "
+                f"(punctuation only): {', '.join(repr(captions[HEADER.index(h) - 1]) for h in no_words)}")
             continue
         if name in name_line:
             bad(f"{where}: duplicate file name {name!r} (first on line {name_line[name]})")

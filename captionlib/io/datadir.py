@@ -84,7 +84,8 @@ def read_scp(path: PathLike, allow_empty_value: bool = False) -> Dict[str, str]:
             key, value = m.group(1), m.group(2)
         if key in out:
             raise ValueError(
-                f"{path}:{lineno}: duplicate key {key!r} (first seen on line {first_line[key]})"
+                f"{path}:{lineno}: duplicate key {key!r} (first seen on line {first_line[key]}); ids end at the "
+                f"first whitespace and may not contain any (an id with a space splits into key and value)"
             )
         out[key] = value
         first_line[key] = lineno

@@ -39,7 +39,16 @@ def _as_matrix(key: str, array) -> np.ndarray:
     arr = np.asarray(array, dtype=np.float32)
     if arr.ndim != 2:
         raise ValueError(f"features of {key!r} must be 2-D (frames, dim), got shape {arr.shape}")
+    _check_finite(key, arr)
     return arr
+
+
+def _check_finite(key: str, arr: np.ndarray) -> None:
+    """Raise ``ValueError`` naming ``key`` and the first frame if ``arr`` holds NaN/Inf."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"features of {key!r} contain {int(bad.sum())} non-finite values (NaN/Inf), "
+                         f"the first at frame {int(np.argwhere(bad)[0, 0])}")
 
 
 class FeatWriter:
@@ -158,7 +167,9 @@ class FeatReader:
         feats_scp: path of the scp file.
 
     Raises:
-        ValueError: malformed scp (``"<file>:<line>: ..."``, from :func:`read_scp`).
+        ValueError: malformed scp (``"<file>:<line>: ..."``, from :func:`read_scp`); on
+            reading, features that cannot be read (a truncated ark: the scp, clip and
+            location are named) or that hold NaN/Inf (the clip and frame are named).
         KeyError: unknown clip id.
 
     Example:
@@ -198,8 +209,17 @@ class FeatReader:
         else:
             import kaldiio
 
-            arr = kaldiio.load_mat(value, fd_dict=ark)
-        return np.asarray(arr, dtype=np.float32)
+            try:
+                arr = kaldiio.load_mat(value, fd_dict=ark)
+            except Exception as e:  # a truncated or overwritten ark
+                raise ValueError(f"{self.feats_scp}: clip {key}: cannot read features at {value} "
+                                 f"({type(e).__name__}: {e})") from e
+        arr = np.asarray(arr, dtype=np.float32)
+        try:
+            _check_finite(key, arr)
+        except ValueError as e:
+            raise ValueError(f"{self.feats_scp}: {e}") from None
+        return arr
 
     def get_path(self, key: str) -> str:
         """The raw scp value of ``key`` (``path:offset`` or ``path.h5:key``)."""

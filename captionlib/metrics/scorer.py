@@ -281,10 +281,12 @@ def read_references(ref_dir: str) -> Dict[str, List[str]]:
 
     Raises:
         FileNotFoundError: without ``text`` or without both ``utt2spk`` and ``spk2utt``.
-        ValueError: for an empty caption, a duplicate caption id (naming file and line,
-            see :mod:`captionlib.io.datadir`), or a caption id without clip.
+        ValueError: for an empty caption or one without words after cleaning, a duplicate
+            caption id (naming file and line, see :mod:`captionlib.io.datadir`), a caption id
+            without clip, or a caption id of utt2spk/spk2utt without a line in ``text``.
     """
     from captionlib.io.datadir import read_spk2utt, read_text, read_utt2spk
+    from captionlib.text.cleaner import clean_words
 
     text_path = os.path.join(ref_dir, "text")
     if not os.path.isfile(text_path):
@@ -299,11 +301,19 @@ def read_references(ref_dir: str) -> Dict[str, List[str]]:
         utt2clip = {u: clip for clip, utts in read_spk2utt(spk2utt_path).items() for u in utts}
     else:
         raise FileNotFoundError(f"{ref_dir}: needs utt2spk or spk2utt to group captions by clip")
+    # the two files must list the same captions (as validate_data_dir.sh checks): a caption
+    # missing from text would silently score the clip against fewer references
+    missing = [u for u in utt2clip if u not in captions]
+    if missing:
+        raise ValueError(f"{map_path}: {len(missing)} caption ids have no line in {text_path}, e.g. {missing[0]!r} "
+                         f"(fix the data dir, e.g. with utils/fix_data_dir.sh)")
     refs: Dict[str, List[str]] = {}
     for utt, caption in captions.items():
         clip = utt2clip.get(utt)
         if clip is None:
             raise ValueError(f"{text_path}: caption id {utt!r} is not in {map_path}")
+        if not clean_words(caption):
+            raise ValueError(f"{text_path}: caption {utt!r} has no words after cleaning: {caption!r}")
         refs.setdefault(clip, []).append(caption)
     return refs
 

@@ -82,6 +82,10 @@ class Captioner(nn.Module):
     def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> torch.Tensor:
         """Normalise (and augment in training) then encode.
 
+        A batch shorter than the encoder's time pooling (4 frames for the CRNN) is
+        zero-padded to it, so even a clip of 1 frame gets an embedding (from its valid
+        frames; ``feat_lens`` are not changed).
+
         In eval mode the batch is encoded in chunks of :data:`EVAL_CHUNK` clips, each cut to
         its own longest clip: the encoder is batch-independent, so the result is the same
         (to float rounding), and on CPU it is faster than one large batch.
@@ -93,6 +97,9 @@ class Captioner(nn.Module):
         Returns:
             v: (batch, embed) audio embedding.
         """
+        short = self.encoder.time_subsampling - feats.size(1)
+        if short > 0:  # fewer frames than the encoder's time pooling: zero-pad (lengths unchanged)
+            feats = nn.functional.pad(feats, (0, 0, 0, short))
         if not self.training and feats.size(0) > EVAL_CHUNK:
             chunks = []
             for i in range(0, feats.size(0), EVAL_CHUNK):
@@ -176,10 +183,15 @@ def load_model_file(path: str, map_location: str = "cpu") -> Tuple[Captioner, di
         (model in eval mode, the file's dict).
 
     Raises:
-        ValueError: if the file lacks ``model``/``model_conf``/``token_list``.
+        FileNotFoundError: no such file.
+        ValueError: a truncated or foreign file, or one that lacks
+            ``model``/``model_conf``/``token_list`` (naming the path).
     """
-    obj = torch.load(path, map_location=map_location, weights_only=False)
-    missing = [k for k in ("model", "model_conf", "token_list") if k not in obj]
+    from captionlib.train.checkpoint import load_checkpoint
+
+    obj = load_checkpoint(path, map_location)
+    keys = obj if isinstance(obj, dict) else {}
+    missing = [k for k in ("model", "model_conf", "token_list") if k not in keys]
     if missing:
         raise ValueError(f"{path}: not a captionlib model file (missing {missing})")
     model = build_model(obj["model_conf"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from captionlib.train.checkpoint import atomic_save
+from captionlib.train.checkpoint import atomic_save, load_checkpoint
 
 
 def average_checkpoints(exp_dir: str, output: str, metric: str = "cider_d", nbest: int = 5, mode: str = "max") -> Path:
@@ -38,7 +38,7 @@ def average_checkpoints(exp_dir: str, output: str, metric: str = "cider_d", nbes
     logging.info("averaging epochs %s of %s by valid %s", epochs, exp, metric)
     avg = None
     for e in epochs:
-        obj = torch.load(exp / f"{e}epoch.pth", map_location="cpu", weights_only=False)
+        obj = load_checkpoint(exp / f"{e}epoch.pth")
         if avg is None:
             avg, base = {k: v.clone().double() if v.is_floating_point() else v for k, v in obj["model"].items()}, obj
         else:

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from captionlib.models.captioner import model_file_dict
-from captionlib.train.checkpoint import atomic_save, atomic_write_text
+from captionlib.train.checkpoint import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
 
 Objective = Callable[[nn.Module, Any], Tuple[torch.Tensor, Dict[str, float]]]
 
@@ -72,6 +72,9 @@ class Trainer:
         log_interval: steps between progress lines.
         device: where batches go (the model/objective must already be there).
         extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
+
+    Raises:
+        ValueError: ``max_epoch`` below 1 (nothing would be trained, and no model written).
     """
 
     def __init__(
@@ -92,6 +95,8 @@ class Trainer:
         device: torch.device = torch.device("cpu"),
         extra_file_info: Optional[Dict[str, Any]] = None,
     ):
+        if max_epoch < 1:
+            raise ValueError(f"max_epoch must be >= 1, got {max_epoch}")
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.train_loader, self.validate = train_loader, validate
         self.output_dir = Path(output_dir)
@@ -109,7 +114,7 @@ class Trainer:
             return 1
         # on CPU: RNG states must stay CPU byte tensors; model/optimizer states are copied
         # onto their parameters' device by load_state_dict
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_checkpoint(path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if isinstance(self.objective, nn.Module) and "objective" in state:
@@ -173,11 +178,18 @@ class Trainer:
         """Train until ``max_epoch``; returns the per-epoch history.
 
         Re-running a finished experiment returns at once; a killed one resumes after
-        its last finished epoch.
+        its last finished epoch. The output dir is locked meanwhile (see
+        :func:`captionlib.train.checkpoint.exp_dir_lock`).
+
+        Raises:
+            RuntimeError: another live trainer holds the output dir.
         """
+        with exp_dir_lock(self.output_dir):
+            return self._run()
+
+    def _run(self) -> List[Dict[str, float]]:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         start = self._resume()
         if start > self.max_epoch:
             logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)

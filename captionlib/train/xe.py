@@ -22,6 +22,7 @@ from captionlib.train.common import (
     log_model,
     write_config,
 )
+from captionlib.train.checkpoint import load_checkpoint
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
 
@@ -141,7 +142,7 @@ def train_xe(
         stats = load_feats_stats(feats_stats)
         model.set_normalization(stats["mean"], stats["std"])
     if init_param:
-        obj = torch.load(init_param, map_location="cpu", weights_only=False)
+        obj = load_checkpoint(init_param)
         model.load_state_dict(obj["model"] if "model" in obj else obj)
         logging.info("initialised from %s", init_param)
     if init_embedding:

@@ -54,7 +54,7 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     """
     if isinstance(value, dict):
         return value
-    out = yaml.safe_load(value) if value else {}
+    out = yaml.load(value, Loader=UniqueKeyLoader) if value else {}
     if out is None:
         return {}
     if not isinstance(out, dict):
@@ -72,6 +72,34 @@ def setup_logging(level: str = "INFO") -> None:
     logging.basicConfig(level=getattr(logging, str(level).upper()), format=LOG_FORMAT, force=True)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a mapping with a repeated key (PyYAML keeps the last
+    one silently).
+
+    Raises:
+        yaml.constructor.ConstructorError: naming the key, file, line and column.
+    """
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
+    """configargparse's YAML config parser with :class:`UniqueKeyLoader`."""
+
+    def _load_yaml(self):
+        yaml_module, _, dumper = super()._load_yaml()
+        return yaml_module, UniqueKeyLoader, dumper
+
+
 def get_base_parser(description: str) -> configargparse.ArgumentParser:
     """Create a parser with ``--config`` (YAML), ``--print_config`` and ``--log_level``.
 
@@ -79,12 +107,14 @@ def get_base_parser(description: str) -> configargparse.ArgumentParser:
         description: shown by ``--help``.
 
     Returns:
-        A ``configargparse.ArgumentParser`` whose YAML keys use underscores.
+        A ``configargparse.ArgumentParser`` whose YAML keys use underscores; options are
+        never abbreviated and a YAML key given twice is an error.
     """
     parser = configargparse.ArgumentParser(
         description=description,
-        config_file_parser_class=configargparse.YAMLConfigFileParser,
+        config_file_parser_class=StrictYAMLConfigFileParser,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a truncated key (n_mel) must not be taken as another (n_mels)
     )
     parser.add_argument("--config", is_config_file=True, help="YAML config; the command line overrides it")
     parser.add_argument(

@@ -219,7 +219,12 @@ if [ -n "${seeds}" ]; then
         *" --seed "*|*" --seed="*) log "Error: give the training seeds with --seeds, not --seed in --xe_args/--rl_args"; exit 2;;
     esac
 fi
-case "${num_diversity_samples}" in ''|*[!0-9]*) log "Error: --num_diversity_samples must be an integer >= 0, got '${num_diversity_samples}'"; exit 2;; esac
+# integer options, checked once here (a non-integer would make every stage test fail with
+# "integer expression expected" and the run exit 0 having done nothing)
+for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples; do
+    case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
+done
+case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
     # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
@@ -320,7 +325,16 @@ fi
 # Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
 # Keep the log of an earlier (e.g. killed, now resumed) run as <log>.N instead of overwriting it.
 keep_old_log() {
-    local n=1
+    # refuse to touch an experiment dir whose trainer still runs (its .lock: "<pid> <host>")
+    local n=1 lock _pid _host
+    lock=$(dirname "$1")/.lock
+    if [ -f "${lock}" ]; then
+        read -r _pid _host < "${lock}" || true
+        if [ "${_host:-}" != "$(hostname)" ] || kill -0 "${_pid:-0}" 2>/dev/null; then
+            log "Error: $(dirname "$1") is in use by process ${_pid:-?} on ${_host:-?} (${lock}); wait for it, or remove the lock if it is gone"
+            exit 1
+        fi
+    fi
     [ -f "$1" ] || return 0
     while [ -f "$1.${n}" ]; do n=$((n + 1)); done
     mv "$1" "$1.${n}"

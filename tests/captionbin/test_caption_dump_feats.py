@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
 import pytest
 import yaml
 
@@ -206,3 +207,27 @@ def test_dump_feats_sh_failing_job(recipe):
     d = recipe / "dump" / "logmel" / "set"
     assert not (d / ".done").exists() and not (d / "feats.scp").exists()
     assert "audio file not found" in (d / "log" / "dump_feats.2.log").read_text()
+
+
+def test_dump_feats_sh_redoes_the_dump_when_an_audio_file_is_fixed_in_place(recipe):
+    # own copies of the clips, so that one can be rewritten
+    data = recipe / "data" / "set"
+    copies = {}
+    for k, v in SH_CLIPS.items():
+        copies[k] = recipe / f"{k}.wav"
+        shutil.copy(v, copies[k])
+    write_scp(data / "wav.scp", {k: str(v) for k, v in copies.items()})
+    p = _run_sh(recipe, "--nj", "1", "data/set", "dump/logmel/set")
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = recipe / "dump" / "logmel" / "set"
+    key = "clotho-validation-00002"
+    before = FeatReader(d / "feats.scp")[key]
+    wave, sr = load_audio(copies[key])
+    sf.write(str(copies[key]), 0.5 * wave, sr)  # the same file name, other content
+    p = _run_sh(recipe, "--nj", "1", "data/set", "dump/logmel/set")
+    assert p.returncode == 0 and "already dumped" not in p.stdout + p.stderr, p.stdout + p.stderr
+    after = FeatReader(d / "feats.scp")[key]
+    assert after.shape == before.shape and not np.allclose(after, before)
+    np.testing.assert_allclose(after, logmel(*load_audio(copies[key])), atol=1e-5)
+    p = _run_sh(recipe, "--nj", "1", "data/set", "dump/logmel/set")
+    assert "already dumped" in p.stdout + p.stderr

@@ -172,6 +172,9 @@ def _bad_case(tmp_path, case):
     if case == "empty_caption":
         bad_row = 'bad clip.wav,x,y,"  ",z,w\n'
         audio["bad clip.wav"] = FIX_WAV
+    elif case == "punctuation_caption":
+        bad_row = 'bad clip.wav,x,y,z,"... !?",w\n'
+        audio["bad clip.wav"] = FIX_WAV
     elif case == "columns":
         bad_row = "bad clip.wav,x,y,z,w\n"
         audio["bad clip.wav"] = FIX_WAV
@@ -191,6 +194,7 @@ def _bad_case(tmp_path, case):
 
 BAD_CASES = {
     "empty_caption": "empty caption cell(s) caption_3",
+    "punctuation_caption": "caption cell(s) caption_4 for 'bad clip.wav' have no words after cleaning",
     "columns": "expected 6 columns, got 5",
     "duplicate": "duplicate file name 'good one.wav' (first on line 2)",
     "missing_audio": "audio file not found",

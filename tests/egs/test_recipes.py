@@ -133,10 +133,33 @@ def test_caption_sh_rejects_bad_usage():
     assert r.returncode != 0 and "--train_sets is required" in r.stdout + r.stderr
     r = _run(["./caption.sh", "--no_such_option", "1"], cwd=d)
     assert r.returncode != 0
+    # integer options are checked up front (no "integer expression expected" and exit 0)
+    for opt, value in (("--stop_stage", "two"), ("--nj", "-1"), ("--ngpu", "one")):
+        r = _run(["./run.sh", opt, value], cwd=d)
+        assert r.returncode == 2 and f"{opt} must be an integer" in r.stdout + r.stderr, (opt, r.stdout + r.stderr)
     # Nothing is run past the last stage: only option parsing and derived names.
     r = _run(["./run.sh", "--stage", "100"], cwd=d)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Successfully finished" in r.stdout
+
+
+@needs_utils
+def test_caption_sh_refuses_an_experiment_dir_in_use(tmp_path):
+    import socket
+
+    exp = tmp_path / "exp" / "busy"
+    exp.mkdir(parents=True)
+    (exp / "train.log").write_text("the live trainer's log\n")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (exp / ".lock").write_text(f"{live.pid} {socket.gethostname()}\n")
+        r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--word2vec", "false", "--seeds", "",
+                  "--expdir", str(tmp_path / "exp"), "--xe_tag", "busy"], cwd=EGS / "mini_clotho")
+    finally:
+        live.kill()
+        live.wait()
+    assert r.returncode == 1 and f"is in use by process {live.pid}" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert (exp / "train.log").read_text() == "the live trainer's log\n" and not (exp / "train.log.1").exists()
 
 
 @needs_utils

@@ -163,3 +163,39 @@ def test_stdout_pl_from_relative_path(tmp_path, tool, h):
     r = tool(f"cd {h.UTILS.parent} && utils/stdout.pl {tmp_path}/log/r.log echo rel")
     assert r.rc == 0, r
     assert r.out == "rel\n"
+
+
+def test_killing_run_pl_stops_its_jobs(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import UTILS
+
+    # each job's shell records its pid and waits in a child (sleep): both must go
+    cmd = [str(UTILS / "run.pl"), "JOB=1:2", "log/j.JOB.log", "echo $$ > pid.JOB; sleep 300 & echo $! >> pid.JOB; wait"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    pidfiles = [tmp_path / "pid.1", tmp_path / "pid.2"]
+    deadline = time.time() + 60
+    while not all(f.is_file() and len(f.read_text().split()) == 2 for f in pidfiles):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    pids = [int(p) for f in pidfiles for p in f.read_text().split()]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "stopped by SIGTERM" in err, err
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:  # a zombie awaiting its (init) parent is gone too
+            return f.read().split(")")[-1].split()[0] != "Z"
+
+    deadline = time.time() + 30
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)]
+    assert "# Ended (code 143)" in (tmp_path / "log" / "j.1.log").read_text()

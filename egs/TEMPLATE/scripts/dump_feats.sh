@@ -5,7 +5,8 @@
 # <dump-dir>/feats.JOB.{ark|h5} + feats.JOB.scp + utt2num_frames.JOB, then the shards are
 # merged and sorted (LC_ALL=C) into feats.scp / utt2num_frames, and feats_dim / feats_type
 # are written. text, utt2spk, spk2utt, wav.scp, aud2name and reco2dur are copied.
-# A .done marker (holding the options) makes re-running with the same options a no-op.
+# A .done marker (holding the options and the inputs' checksums) makes re-running with the same
+# options and unchanged inputs a no-op.
 set -euo pipefail
 
 log() {
@@ -57,8 +58,14 @@ esac
 nclips=$(wc -l < "${data}/wav.scp")
 [ "${nclips}" -gt 0 ] || { log "Error: ${data}/wav.scp is empty"; exit 1; }
 
-# What the .done marker records: re-running with other options or another wav.scp redoes the dump.
-_key="filetype=${filetype} feats_config=$(md5sum < "${feats_config}" | cut -d' ' -f1) wav_scp=$(md5sum < "${data}/wav.scp" | cut -d' ' -f1)"
+# What the .done marker records, so that a re-run redoes the dump when any of it changed: the
+# file type, the resolved feature options (the config with the binary's current defaults),
+# wav.scp, and the size and modification time of every audio file it lists (an input file
+# fixed in place).
+_resolved=$(${python} -m captionbin.caption_dump_feats --config "${feats_config}" --print_config | md5sum | cut -d' ' -f1)
+_audio=$({ cut -d' ' -f2- "${data}/wav.scp" | tr '\n' '\0' | xargs -0 stat -L -c '%n %s %.9Y' 2>/dev/null || true; } \
+    | md5sum | cut -d' ' -f1)
+_key="filetype=${filetype} feats_options=${_resolved} wav_scp=$(md5sum < "${data}/wav.scp" | cut -d' ' -f1) audio=${_audio}"
 if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
     log "${dir} is already dumped (remove ${dir}/.done to redo)"
     exit 0

@@ -77,3 +77,52 @@ def test_best_and_nbest_files(tmp_path, caplog):
     e4 = torch.load(tmp_path / "4epoch.pth", weights_only=False)["model"]
     k = "decoder.output.weight"
     assert torch.allclose(a["model"][k], (e2[k] + e4[k]) / 2)
+
+
+@pytest.mark.parametrize("max_epoch", [0, -3])
+def test_max_epoch_below_one_is_an_error(tmp_path, max_epoch):
+    with pytest.raises(ValueError, match="max_epoch must be >= 1"):
+        _trainer(tmp_path, max_epoch, Objective())
+
+
+def test_truncated_or_foreign_model_file_names_its_path(tmp_path):
+    from captionlib.models.captioner import model_file_dict
+
+    good = tmp_path / "model.pth"
+    torch.save(model_file_dict(Captioner(**CONF), CONF, [str(i) for i in range(12)]), good)
+    data = good.read_bytes()
+    bad = tmp_path / "truncated.pth"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="truncated.pth: cannot read"):
+        load_model_file(str(bad))
+    foreign = tmp_path / "tensor.pth"
+    torch.save(torch.zeros(3), foreign)
+    with pytest.raises(ValueError, match="tensor.pth: not a captionlib model file"):
+        load_model_file(str(foreign))
+    with pytest.raises(FileNotFoundError, match="missing.pth"):
+        load_model_file(str(tmp_path / "missing.pth"))
+    load_model_file(str(good))
+
+
+def test_a_second_trainer_on_a_live_experiment_dir_stops(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from captionlib.train.checkpoint import exp_dir_lock
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / ".lock").write_text(f"{live.pid} {socket.gethostname()}\n")
+        with pytest.raises(RuntimeError, match=rf"in use by process {live.pid} on .*\.lock"):
+            _trainer(tmp_path, 1, Objective()).run()
+    finally:
+        live.kill()
+        live.wait()
+    # the holder is gone: its stale lock is taken over, and released after training
+    _trainer(tmp_path, 1, Objective()).run()
+    assert not (tmp_path / ".lock").exists() and (tmp_path / "1epoch.pth").exists()
+    with exp_dir_lock(tmp_path) as lock:
+        assert lock.read_text().split()[0] == str(os.getpid())
+    assert not lock.exists()
