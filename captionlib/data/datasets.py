@@ -29,7 +29,9 @@ def _read_dir(data_dir: Union[str, Path]):
     for name in ("feats.scp", "text", "spk2utt"):
         if not (data_dir / name).is_file():
             raise FileNotFoundError(f"{data_dir / name}: missing (run the feature dump stage first)")
-    feats = FeatReader(str(data_dir / "feats.scp"))
+    dim_file = data_dir / "feats_dim"
+    dim = int(dim_file.read_text().split()[0]) if dim_file.is_file() else None
+    feats = FeatReader(str(data_dir / "feats.scp"), dim=dim)
     text = read_text(data_dir / "text")
     spk2utt = read_spk2utt(data_dir / "spk2utt")
     missing = [c for c in spk2utt if c not in feats]

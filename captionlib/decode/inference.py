@@ -113,19 +113,14 @@ def decode_feats_scp(
     if len(files) > 1:
         logging.info("word-level ensemble of %d models: %s", len(files), ", ".join(map(str, files)))
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
-    reader = FeatReader(feats_scp)
+    reader = FeatReader(feats_scp, dim=int(obj["model_conf"].get("n_mels", 64)))
     keys = list(reader.keys())
-    dim = int(obj["model_conf"].get("n_mels", 64))
     lines: List[str] = []
     sample_lines: List[str] = []
     t0 = time.time()
     for i in range(0, len(keys), batch_size):
         clips = keys[i : i + batch_size]
-        arrays = [reader[c] for c in clips]
-        for c, a in zip(clips, arrays):
-            if a.shape[1] != dim:
-                raise ValueError(f"{feats_scp}: clip {c} has {a.shape[1]}-dim features, the model takes {dim}")
-        feats, lens = pad_feats(arrays)
+        feats, lens = pad_feats([reader[c] for c in clips])
         v, caps = caption_batch(
             model, tokenizer, feats.to(device), lens.to(device), beam_size, max_len, length_penalty
         )

@@ -165,11 +165,13 @@ class FeatReader:
 
     Args:
         feats_scp: path of the scp file.
+        dim: the feature dimension every clip must have (``None``: not checked).
 
     Raises:
         ValueError: malformed scp (``"<file>:<line>: ..."``, from :func:`read_scp`); on
             reading, features that cannot be read (a truncated ark: the scp, clip and
-            location are named) or that hold NaN/Inf (the clip and frame are named).
+            location are named), that hold NaN/Inf (the clip and frame are named), or whose
+            dimension is not ``dim`` (the clip and shape are named).
         KeyError: unknown clip id.
 
     Example:
@@ -178,8 +180,9 @@ class FeatReader:
         (1501, 64)
     """
 
-    def __init__(self, feats_scp: PathLike) -> None:
+    def __init__(self, feats_scp: PathLike, dim: Optional[int] = None) -> None:
         self.feats_scp = os.fspath(feats_scp)
+        self.dim = dim
         self._scp = read_scp(self.feats_scp)
         self._pid = os.getpid()
         self._h5: Dict[str, object] = {}
@@ -215,6 +218,8 @@ class FeatReader:
                 raise ValueError(f"{self.feats_scp}: clip {key}: cannot read features at {value} "
                                  f"({type(e).__name__}: {e})") from e
         arr = np.asarray(arr, dtype=np.float32)
+        if self.dim is not None and (arr.ndim != 2 or arr.shape[1] != self.dim):
+            raise ValueError(f"{self.feats_scp}: clip {key} has features of shape {arr.shape}, expected (frames, {self.dim})")
         try:
             _check_finite(key, arr)
         except ValueError as e:

@@ -41,7 +41,7 @@ def test_stats_and_decoder_refuse_nonfinite_features_naming_the_clip(tmp_path):
     with pytest.raises(ValueError, match="clip-nan"):
         decode_feats_scp(str(model), str(scp), str(tmp_path / "decode"))
     wrong = write_raw_ark(tmp_path / "wrong", {"clip-40": np.zeros((30, 40))})
-    with pytest.raises(ValueError, match="clip clip-40 has 40-dim features, the model takes 64"):
+    with pytest.raises(ValueError, match=r"wrong.scp: clip clip-40 has features of shape \(30, 40\), expected \(frames, 64\)"):
         decode_feats_scp(str(model), str(wrong), str(tmp_path / "decode"))
 
 
@@ -113,3 +113,18 @@ def test_truncated_wav_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, 
     caplog.clear()
     load_audio(write_wav(tmp_path / "whole.wav"))
     assert not caplog.records
+
+
+def test_training_data_of_the_wrong_dimension_names_the_clip(tmp_path):
+    from captionlib.data.datasets import AudioRefsDataset
+
+    d = tmp_path / "dump"
+    d.mkdir()
+    write_raw_ark(d / "feats", {"c1": np.zeros((30, 64)), "c2": np.zeros((30, 40))})
+    (d / "feats_dim").write_text("64\n")
+    (d / "text").write_text("c1-1 a dog\nc2-1 rain\n")
+    (d / "spk2utt").write_text("c1 c1-1\nc2 c2-1\n")
+    data = AudioRefsDataset(d)
+    assert data[0][1].shape == (30, 64)
+    with pytest.raises(ValueError, match=r"clip c2 has features of shape \(30, 40\), expected \(frames, 64\)"):
+        data[1]
