@@ -144,25 +144,27 @@ class Setup:
         # clip lengths of a Clotho-sized development set and its epoch schedules
         lo, hi = round(args.min_s / HOP_S), round(args.max_s / HOP_S)
         self.clip_frames = rng.integers(lo, hi + 1, size=CLOTHO_DEV_CLIPS)
-        cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP).tolist()
-        n = len(cap_frames)
+        self.cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP).tolist()
+        n = len(self.cap_frames)
         self.schedules = {
-            kind: epoch_batches(n, self.batch_size, args.seed, 1, lengths=None if kind == "random" else cap_frames)
+            kind: epoch_batches(n, self.batch_size, args.seed, 1, lengths=None if kind == "random" else self.cap_frames)
             for kind in ("random", "bucket")
         }
-        self.padded = {k: float(np.mean([max(cap_frames[i] for i in b) for b in s])) for k, s in self.schedules.items()}
-        self.real = float(np.mean(cap_frames))
+        self.padded = {k: float(np.mean([self.padded_frames(b) for b in s])) for k, s in self.schedules.items()}
+        self.real = float(np.mean(self.cap_frames))
         self.refs = {f"clip{i}": c for i, c in enumerate(self.caps)}
         torch.manual_seed(args.seed)
         self.model = Captioner(self.tok.vocab_size, n_mels=64)
         self.model.set_normalization(self.stream.mean(0), self.stream.std(0))
 
-    def batch(self, kind: str, rng_seed: int = 0):
+    def padded_frames(self, batch) -> int:
+        """Frames of a batch of caption indices padded to its longest clip."""
+        return max(self.cap_frames[i] for i in batch)
+
+    def batch(self, kind: str):
         """A batch of ``kind`` (random / bucket) whose padded length is the schedule's mean:
         (clip ids, feats (B, T, 64), lens (B,), ys (B, L), ys_lens (B,))."""
-        sched = self.schedules[kind]
-        cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP)
-        best = min(sched, key=lambda b: abs(max(cap_frames[i] for i in b) - self.padded[kind]))
+        best = min(self.schedules[kind], key=lambda b: abs(self.padded_frames(b) - self.padded[kind]))
         clip_idx = [i // CAPTIONS_PER_CLIP for i in best]
         feats, lens = pad_feats([tile(self.stream, int(self.clip_frames[c]), 7919 * c) for c in clip_idx])
         ids = [self.tok.text2ids(" ".join(self.caps[c % len(self.caps)][i % CAPTIONS_PER_CLIP])) for c, i in zip(clip_idx, best)]
@@ -296,7 +298,7 @@ def main(argv=None) -> None:
     glens = (lens_r // 4).clamp(min=1, max=x.size(1))
 
     def bigru_step(impl):
-        model.encoder.rnn.impl = impl
+        set_bigru(model, impl)
         xi = x.clone().requires_grad_(True)
         model.encoder.rnn(xi, glens).sum().backward()
 

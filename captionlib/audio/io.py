@@ -36,7 +36,8 @@ _SHOULD_BE = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE
 
 def check_truncation(path: str, info, strict: bool = False) -> None:
     """Warn (or with ``strict`` raise) when a file holds less audio data than its header
-    promises, as libsndfile reports in ``soundfile.info(path).extra_info`` (a WAV cut short
+    promises, as libsndfile reports in the ``extra_info`` of ``soundfile.info(path)`` (or of
+    an open ``soundfile.SoundFile``) (a WAV cut short
     by an interrupted copy: its ``data`` chunk says N bytes, the file holds fewer; libsndfile
     then reads only the samples present).
 
@@ -113,12 +114,15 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: audio file not found")
     try:
-        check_truncation(path, sf.info(path), strict)
-        data, sr = sf.read(path, dtype="float32", always_2d=True)
-    except ValueError:
-        raise
+        f = sf.SoundFile(path)
     except Exception as e:
         raise ValueError(f"{path}: cannot read audio: {e}") from None
+    with f:  # one open: the header check and the samples
+        check_truncation(path, f, strict)
+        try:
+            data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
+        except Exception as e:
+            raise ValueError(f"{path}: cannot read audio: {e}") from None
     if data.shape[0] == 0:
         raise ValueError(f"{path}: empty audio (0 samples)")
     bad = ~np.isfinite(data)

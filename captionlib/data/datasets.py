@@ -29,8 +29,9 @@ def _read_dir(data_dir: Union[str, Path]):
     for name in ("feats.scp", "text", "spk2utt"):
         if not (data_dir / name).is_file():
             raise FileNotFoundError(f"{data_dir / name}: missing (run the feature dump stage first)")
-    dim_file = data_dir / "feats_dim"
-    dim = int(dim_file.read_text().split()[0]) if dim_file.is_file() else None
+    from captionlib.train.common import feats_dim
+
+    dim = feats_dim(str(data_dir)) if (data_dir / "feats_dim").is_file() else None
     feats = FeatReader(str(data_dir / "feats.scp"), dim=dim)
     text = read_text(data_dir / "text")
     spk2utt = read_spk2utt(data_dir / "spk2utt")
