@@ -19,6 +19,8 @@ install_requires = [
     "pycocoevalcap",
     "matplotlib",
     "scipy",
+    "textblob-aptagger==0.2.0",  # POS tagger model (in the wheel) for multitask RL attributes
+    "nltk",  # runs that model (nltk.tag.perceptron)
 ]
 extras_require = {
     "test": ["pytest"],

@@ -5,7 +5,10 @@ Several ``--model_file`` options decode with a word-level ensemble (seed 000 CRN
 the mean of the models' word probabilities at each step; greedy and beam search); the models
 must share one token list. ``--num_diversity_samples N`` also writes ``<output_dir>/text_samples``
 with N multinomial samples per clip, ids ``<clip-id>#<k>`` (k = 1..N), for the diversity
-metrics of ``caption_score --hyp_samples`` (seed 001: Div-1, Div-2, mBLEU-4).
+metrics of ``caption_score --hyp_samples`` (seed 001: Div-1, Div-2, mBLEU-4, and the mean
+CIDEr-D of the samples). ``--nbest N`` also writes ``<output_dir>/text_nbest``: the N best
+hypotheses of a beam search of width max(beam_size, N), ids ``<clip-id>#<rank>``, for the
+diversity of the beams (``caption_score --hyp_nbest``; seed 001 table 4 "bs").
 
 Usage:
     python -m captionbin.caption_decode --config conf/decode.yaml \
@@ -15,6 +18,8 @@ Usage:
     python -m captionbin.caption_decode --config conf/decode.yaml \
         --model_file exp/a/valid.cider_d.best.pth --model_file exp/b/valid.cider_d.best.pth \
         --num_diversity_samples 5 --feats_scp ... --output_dir ...
+    # the 5 best beam hypotheses per clip too (text_nbest)
+    python -m captionbin.caption_decode --model_file ... --beam_size 5 --nbest 5 --feats_scp ... --output_dir ...
 """
 
 import logging
@@ -39,6 +44,9 @@ def get_parser():
     parser.add_argument("--num_diversity_samples", type=int, default=0,
                         help="N > 0: also write text_samples, N multinomial samples per clip "
                              "(ids <clip-id>#<k>, k=1..N) for Div-1/Div-2/mBLEU-4")
+    parser.add_argument("--nbest", type=int, default=0,
+                        help="N > 0: also write text_nbest, the N best hypotheses of a beam of width "
+                             "max(beam_size, N) per clip (ids <clip-id>#<rank>) for Div-1/Div-2/mBLEU-4 of the beams")
     parser.add_argument("--sample_temperature", type=float, default=1.0,
                         help="temperature of the diversity samples (1 = the model's distribution)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the diversity samples")
@@ -62,6 +70,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.max_len, args.length_penalty, args.ngpu,
             num_diversity_samples=args.num_diversity_samples,
             sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
+            nbest=args.nbest,
         )
     except ValueError as e:
         logging.error("%s", e)

@@ -14,7 +14,15 @@ Re-running the same command resumes from ``<output_dir>/latest.pth``.
 from typing import Optional, Sequence
 
 from captionbin.caption_train import add_common_train_arguments
-from captionlib.rl import RL_ALGOS
+from captionlib.rl import (
+    AC_REWARDS,
+    AC_VALUE_ENCODERS,
+    ATTRIBUTE_INPUTS,
+    ATTRIBUTE_SELECTIONS,
+    RL_ALGOS,
+    SLE_DISTANCES,
+    SLE_DIVERSITY_BASELINES,
+)
 from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
 
 
@@ -29,7 +37,7 @@ def get_parser():
     parser.add_argument("--token_list", type=str_or_none, default=None,
                         help="ignored if given: the token list comes from the model file")
     g = parser.add_argument_group("policy gradient")
-    g.add_argument("--reward", default="cider_d:1.0", help="metric:weight[,metric:weight] (cider_d, bleu_1..4, rouge_l, spice, spider)")
+    g.add_argument("--reward", default="cider_d:1.0", help="metric:weight[,metric:weight] (cider_d, cider_d_batch, bleu_1..4, rouge_l, spice, spider)")
     g.add_argument("--spice_lib_dir", type=str_or_none, default=None, help="CoreNLP jars for spice/spider rewards")
     g.add_argument("--num_samples", type=int, default=1, help="samples per clip (reinforce_plus, sle, multitask)")
     g.add_argument("--baseline", default="greedy", choices=("greedy", "mean"), help="reinforce_plus, multitask")
@@ -40,8 +48,33 @@ def get_parser():
     g.add_argument("--alpha", type=float, default=None, help="weight of the RL term (sle 0.75, multitask 0.95)")
     g.add_argument("--num_rollouts", type=int, default=3, help="mc_pg: Monte-Carlo rollouts per step")
     g.add_argument("--critic_warmup_steps", type=int, default=100, help="ac: steps training the critic only")
+    g.add_argument("--ac_reward", default="metric", choices=AC_REWARDS,
+                   help="ac: the --reward metrics (metric: A2C with a CIDEr-D reward by default) or seed 002's "
+                        "reward, the cosine of clip and caption in a jointly trained embedding (embedding)")
+    g.add_argument("--value_encoder", default="shared", choices=AC_VALUE_ENCODERS,
+                   help="ac: the critic reads the captioner's detached audio embedding (shared) or has its "
+                        "own audio encoder (separate, seed 002)")
+    g.add_argument("--embedding_size", type=int, default=256, help="ac --ac_reward embedding: embedding space size")
+    g.add_argument("--embedding_margin", type=float, default=0.2,
+                   help="ac --ac_reward embedding: margin of the bidirectional hinge ranking loss (seed 002 eq. 5)")
     g.add_argument("--critic_lr", type=float, default=1e-3, help="lr of the critic/baseline/attribute networks")
+    g.add_argument("--sle_distance", default="bleu34_sum", choices=SLE_DISTANCES,
+                   help="sle: d(y, y') = 2 - BLEU-3 - BLEU-4 (bleu34_sum, seed 001 sec. 4.3) or "
+                        "1 - (BLEU-3 + BLEU-4) / 2 (bleu34_mean: half the diversity weight)")
+    g.add_argument("--sle_diversity_baseline", default="leave_one_out", choices=SLE_DIVERSITY_BASELINES,
+                   help="sle: diversity baseline = mean distance between the other samples (leave_one_out, "
+                        "unbiased) or of all pairs (all_pairs, seed 001 sec. 4.3: scales the diversity "
+                        "gradient by (s-1)(s-2)/s^2, 0.48 at s=5)")
     g.add_argument("--num_attributes", type=int, default=400, help="multitask: attribute words")
+    g.add_argument("--attribute_selection", default="pos", choices=ATTRIBUTE_SELECTIONS,
+                   help="multitask: attributes are the most frequent nouns, verbs and adjectives (pos, "
+                        "seed 004) or words outside a stop-word list (stopwords)")
+    g.add_argument("--attribute_input", default="cnn", choices=ATTRIBUTE_INPUTS,
+                   help="multitask: the attribute head reads the time-pooled CNN features (cnn, seed 004) "
+                        "or the audio embedding (embedding)")
+    g.add_argument("--rl_unit", default="clip", choices=("clip", "caption"),
+                   help="an epoch iterates clips, or (clip, caption) pairs like the seed 000 authors' code "
+                        "(each clip once per reference: 5x the updates on Clotho)")
     g.add_argument("--freeze_encoder", type=str2bool, default=False, help="keep the audio encoder fixed")
     return parser
 

@@ -11,16 +11,21 @@ CoreNLP 3.6.0 jars (``--spice_lib_dir`` or ``$CAPTIONLIB_SPICE_LIB``; see
 
 Diversity next to precision (seed 001, table 4): ``--hyp_samples`` (the ``text_samples`` of
 ``caption_decode --num_diversity_samples N``: ids ``<clip-id>#<k>``) adds ``Div-1``, ``Div-2``
-and ``mBLEU-4`` over each clip's N samples, averaged over clips; without it they are null
-with a reason in ``skipped``. ``Vocab`` (distinct words of the 1-best hypotheses) is always
-written.
+and ``mBLEU-4`` over each clip's N samples, averaged over clips, and ``CIDEr-D (samples)``:
+the mean over clips of the mean CIDEr-D of each clip's samples (each sample scored against
+the clip's references with the document frequencies of the scored references, as
+``CIDEr-D``). ``--hyp_nbest`` (the ``text_nbest`` of ``caption_decode --nbest N``) adds
+``Div-1 (beams)``, ``Div-2 (beams)`` and ``mBLEU-4 (beams)`` over each clip's N best beam
+hypotheses. Without them those keys are null with a reason in ``skipped``. ``Vocab``
+(distinct words of the 1-best hypotheses) is always written.
 
 Usage:
     python -m captionbin.caption_score --ref_dir data/evaluation \\
         --hyp exp/xe/decode_greedy/evaluation/text \\
         --metrics bleu,meteor,rouge_l,cider_d,spice,spider \\
-        --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib] \
-        [--hyp_samples exp/xe/decode_greedy/evaluation/text_samples]
+        --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib] \\
+        [--hyp_samples exp/xe/decode_greedy/evaluation/text_samples] \\
+        [--hyp_nbest exp/xe/decode_greedy/evaluation/text_nbest]
 """
 
 import logging
@@ -40,7 +45,10 @@ def get_parser():
     parser.add_argument("--output", default=None, help="(required) score.json path")
     parser.add_argument("--hyp_samples", type=str_or_none, default=None,
                         help="sampled captions <clip-id>#<k> <caption> (caption_decode "
-                             "--num_diversity_samples) for Div-1, Div-2, mBLEU-4")
+                             "--num_diversity_samples) for CIDEr-D (samples), Div-1, Div-2, mBLEU-4")
+    parser.add_argument("--hyp_nbest", type=str_or_none, default=None,
+                        help="N-best beam hypotheses <clip-id>#<rank> <caption> (caption_decode --nbest) "
+                             "for Div-1 (beams), Div-2 (beams), mBLEU-4 (beams)")
     parser.add_argument("--metrics", default="bleu,meteor,rouge_l,cider_d,spice,spider",
                         help="comma-separated: bleu, bleu_1..bleu_4, meteor, rouge_l, cider_d, spice, spider")
     parser.add_argument("--spice_lib_dir", type=str_or_none, default=None,
@@ -68,7 +76,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     try:
         score_caption_files(
             ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
-            hyp_samples=args.hyp_samples,
+            hyp_samples=args.hyp_samples, hyp_nbest=args.hyp_nbest,
             spice_lib_dir=args.spice_lib_dir, spice_cache_dir=args.spice_cache_dir,
             spice_heap=args.spice_heap, spice_timeout=args.spice_timeout,
             spice_threads=args.spice_threads, rhino_jar=args.rhino_jar, java=args.java,

@@ -14,6 +14,7 @@ when all epochs are done).
 
 from typing import Optional, Sequence
 
+from captionlib.train import SELECTION_MODES
 from captionlib.utils.cli import config_dict, get_base_parser, int_or_none, parse_args, str2bool, str_or_none, yaml_dict
 
 
@@ -38,7 +39,10 @@ def add_common_train_arguments(parser) -> None:
                    help="random: shuffled batches; bucket: length-bucketed batches (little padding)")
     g.add_argument("--bucket_pool", type=int, default=32,
                    help="batch_type bucket: batches per sorting pool (0: sort the whole set, ESPnet2's 'sorted')")
-    g.add_argument("--keep_nbest", type=int, default=5, help="epoch model files kept")
+    g.add_argument("--keep_nbest", type=int, default=5, help="epoch model files kept (the best by --best_model_criterion)")
+    g.add_argument("--best_model_criterion", default="cider_d", choices=tuple(SELECTION_MODES),
+                   help="validation metric of greedy captions (or XE loss) that ranks the epochs; "
+                        "every metric still gets its valid.<metric>.best.pth (seed 000 XE: bleu_4)")
     g.add_argument("--log_interval", type=int, default=50, help="steps between progress lines")
     g.add_argument("--max_len", type=int, default=30, help="max caption tokens when decoding (eos included)")
     g = parser.add_argument_group("runtime")

@@ -140,28 +140,41 @@ class ClipCaptionsDataset(Dataset):
 
 
 class AudioRefsDataset(Dataset):
-    """One item per clip: ``(clip_id, features (frames, n_mels) float32)``.
+    """One item per clip, or per (clip, caption) pair: ``(clip_id, features (frames, n_mels) float32)``.
 
     ``self.refs`` maps each clip to its cleaned references (lists of words), for rewards
-    and validation scores.
+    and validation scores; ``self.clips`` lists each clip once.
+
+    Args:
+        data_dir: dump directory (feats.scp, text, spk2utt).
+        unit: ``clip`` (one item per clip) or ``caption`` (a clip is an item once per
+            caption, as when RL iterates (clip, caption) pairs like the seed 000 authors'
+            code: 5x the items of ``clip`` on Clotho; the reward still uses all references).
+
+    Raises:
+        ValueError: unknown ``unit``.
     """
 
-    def __init__(self, data_dir: Union[str, Path]):
+    def __init__(self, data_dir: Union[str, Path], unit: str = "clip"):
+        if unit not in ("clip", "caption"):
+            raise ValueError(f"unit must be clip or caption, got {unit!r}")
         self.data_dir = data_dir
         self.feats, text, spk2utt = _read_dir(data_dir)
         self.clips = list(spk2utt)
         self.refs = {c: [clean_words(text[u]) for u in utts] for c, utts in spk2utt.items()}
+        self.items = self.clips if unit == "clip" else [c for c in self.clips for _ in spk2utt[c]]
 
     def __len__(self) -> int:
-        return len(self.clips)
+        return len(self.items)
 
     def __getitem__(self, i: int) -> Tuple[str, np.ndarray]:
-        clip = self.clips[i]
+        clip = self.items[i]
         return clip, self.feats[clip]
 
     def lengths(self) -> List[int]:
-        """Frames of each clip (see :func:`clip_frames`)."""
-        return clip_frames(self.data_dir, self.clips)
+        """Frames of each item (see :func:`clip_frames`)."""
+        frames = dict(zip(self.clips, clip_frames(self.data_dir, self.clips)))
+        return [frames[c] for c in self.items]
 
 
 def pad_feats(arrays: Sequence[np.ndarray]) -> Tuple[torch.Tensor, torch.Tensor]:

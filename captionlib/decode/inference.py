@@ -12,6 +12,11 @@ Outputs in ``output_dir``:
   by clip (splitting at the last ``#``). Samples of a clip depend only on ``seed`` and the
   clip id (not on the sharding or batch size): each clip's rows are drawn under
   ``torch.manual_seed(seed + crc32(clip-id))`` in a forked RNG.
+* ``text_nbest`` (only with ``nbest = N > 0``): the N best hypotheses of a beam search of
+  width ``max(beam_size, N)`` (seed 001 sec. 5.4, "bs": the top 5 captions of a beam of
+  5), same id format, k = rank (1 = best). When ``beam_size >= N`` they come from the
+  beam search of ``text`` (so ``#1`` is the ``text`` caption); otherwise (e.g. greedy
+  ``text``) from a second beam search of width N.
 """
 
 import logging
@@ -33,23 +38,30 @@ from captionlib.train.trainer import get_device
 @torch.no_grad()
 def caption_batch(
     model, tokenizer: Tokenizer, feats: torch.Tensor, lens: torch.Tensor,
-    beam_size: int = 1, max_len: int = 30, length_penalty: float = 0.0,
-) -> Tuple[torch.Tensor, List[str]]:
+    beam_size: int = 1, max_len: int = 30, length_penalty: float = 0.0, nbest: int = 0,
+) -> Tuple[torch.Tensor, List[str], List[List[str]]]:
     """Caption a padded batch: greedy (``beam_size`` 1) or batched beam search.
 
     Args:
         model: a Captioner or Ensemble in eval mode; tokenizer: its token list.
         feats: (batch, frames, n_mels) on the model's device; lens: (batch,) frames.
+        nbest: N > 0 also returns the N best beam hypotheses per clip (see module docstring).
 
     Returns:
-        The audio embeddings (batch, embed) and one caption string per clip.
+        The audio embeddings (batch, embed), one caption string per clip, and per clip its
+        ``nbest`` best captions, best first (an empty list when ``nbest`` is 0).
     """
     v = model.encode(feats, lens)
+    ranked = None
     if beam_size > 1:
-        tokens = beam_search(model, v, beam_size, max_len, length_penalty)
+        ranked = beam_search(model, v, beam_size, max_len, length_penalty, nbest=beam_size)
+        tokens = ranked[:, 0]
     else:
         tokens = greedy_search(model, v, max_len)
-    return v, [tokenizer.ids2text(ids) for ids in tokens.tolist()]
+    if nbest > 0 and (ranked is None or beam_size < nbest):
+        ranked = beam_search(model, v, nbest, max_len, length_penalty, nbest=nbest)
+    nbest_caps = [[tokenizer.ids2text(ids) for ids in rows[:nbest]] for rows in ranked.tolist()] if nbest else []
+    return v, [tokenizer.ids2text(ids) for ids in tokens.tolist()], nbest_caps
 
 
 def _format_lines(lines: Sequence[str]) -> str:
@@ -70,6 +82,7 @@ def decode_feats_scp(
     sample_temperature: float = 1.0,
     seed: int = 0,
     num_threads: int = 1,
+    nbest: int = 0,
 ) -> Path:
     """Write ``<output_dir>/text`` with one caption per clip of ``feats_scp``.
 
@@ -86,6 +99,8 @@ def decode_feats_scp(
             samples per clip (see module docstring); 0 writes none.
         sample_temperature: temperature of those samples (1.0 = the model's distribution).
         seed: base seed of the samples.
+        nbest: N > 0 also writes ``text_nbest`` with the N best beam hypotheses per clip
+            (see module docstring); 0 writes none.
         num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB
             arrays; several jobs with several threads each on few cores make the small
             step-wise decoding ops many times slower); 0: torch's default.
@@ -100,8 +115,8 @@ def decode_feats_scp(
     """
     from captionlib.io.feats import FeatReader
 
-    if num_diversity_samples < 0:
-        raise ValueError(f"num_diversity_samples must be >= 0, got {num_diversity_samples}")
+    if num_diversity_samples < 0 or nbest < 0:
+        raise ValueError(f"num_diversity_samples and nbest must be >= 0, got {num_diversity_samples}, {nbest}")
     if sample_temperature <= 0:
         raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
     if num_threads > 0:
@@ -117,14 +132,18 @@ def decode_feats_scp(
     keys = list(reader.keys())
     lines: List[str] = []
     sample_lines: List[str] = []
+    nbest_lines: List[str] = []
     t0 = time.time()
     for i in range(0, len(keys), batch_size):
         clips = keys[i : i + batch_size]
         feats, lens = pad_feats([reader[c] for c in clips])
-        v, caps = caption_batch(
-            model, tokenizer, feats.to(device), lens.to(device), beam_size, max_len, length_penalty
+        v, caps, nbest_caps = caption_batch(
+            model, tokenizer, feats.to(device), lens.to(device), beam_size, max_len, length_penalty, nbest
         )
         lines += [f"{c} {cap}" for c, cap in zip(clips, caps)]
+        nbest_lines += [
+            f"{sample_id(c, k + 1)} {cap}" for c, cs in zip(clips, nbest_caps) for k, cap in enumerate(cs)
+        ]
         if num_diversity_samples > 0:
             sample_lines += _sample_lines(
                 model, v, clips, tokenizer, num_diversity_samples, max_len, sample_temperature, seed
@@ -135,6 +154,8 @@ def decode_feats_scp(
     atomic_write_text(out, _format_lines(lines))
     if num_diversity_samples > 0:
         atomic_write_text(Path(output_dir) / "text_samples", _format_lines(sample_lines))
+    if nbest > 0:
+        atomic_write_text(Path(output_dir) / "text_nbest", _format_lines(nbest_lines))
     return out
 
 

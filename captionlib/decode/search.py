@@ -126,7 +126,8 @@ def greedy_search(model: Any, v: torch.Tensor, max_len: int = 30) -> torch.Tenso
 
 @torch.no_grad()
 def beam_search(
-    model: Any, v: torch.Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0
+    model: Any, v: torch.Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0,
+    nbest: int = 0,
 ) -> torch.Tensor:
     """Batched beam search over all clips of a batch at once.
 
@@ -141,10 +142,15 @@ def beam_search(
     Args:
         model: step-wise decoder; v: (batch, embed).
         beam_size: hypotheses kept per clip (1 = greedy).
+        nbest: 0 returns the best hypothesis per clip; N in 1..beam_size returns the N
+            best, ranked by the final score (the first is the one ``nbest=0`` returns).
 
     Returns:
-        (batch, length) ids of the best hypothesis per clip (eos kept, 0-padded).
+        (batch, length) ids of the best hypothesis per clip, or (batch, nbest, length) with
+        ``nbest`` > 0 (eos kept, 0-padded).
     """
+    if not 0 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be in 0..beam_size={beam_size}, got {nbest}")
     batch, eos = v.size(0), model.eos_id
     logp, state = model.first_step(v)  # (B, V)
     if max_len <= 1:
@@ -189,6 +195,9 @@ def beam_search(
         if alive.numel():
             state = model.reorder_state(state, row_in_state[src[alive]])
     final = scores / lengths.pow(length_penalty) if length_penalty else scores
+    if nbest:  # stable: ties keep the row order, so the first is argmax's choice
+        ranked = final.view(batch, k).sort(dim=-1, descending=True, stable=True).indices[:, :nbest]
+        return seqs[ranked + clip_row]
     best = final.view(batch, k).argmax(-1) + clip_row[:, 0]
     return seqs[best]
 

@@ -17,11 +17,14 @@ here exactly as the reference implementation ``pycocoevalcap.cider.CiderScorer``
 * score = 10 * mean over orders of (sum over references of the similarity) / #references.
 
 :func:`corpus_cider_d` takes the document frequencies from the references being scored,
-which is what ``pycocoevalcap.cider.Cider().compute_score`` does. For rewards,
-:class:`DocumentFrequency` is built once from the train references (stage 4 of the
-recipe writes it as ``exp/stats/cider_df.pkl``) and :class:`CiderD` scores all candidates
-of a batch (samples and greedy baseline) in one vectorised call, with each clip's
-reference tf matrix and norms cached.
+which is what ``pycocoevalcap.cider.Cider().compute_score`` does;
+:func:`mean_cider_d_of_sets` scores several captions per clip (e.g. 5 samples, seed 001)
+with those same statistics. For rewards, :class:`DocumentFrequency` is built once from
+the train references (stage 4 of the recipe writes it as ``exp/stats/cider_df.pkl``) and
+:class:`CiderD` scores all candidates of a batch (samples and greedy baseline) in one
+vectorised call, with each clip's reference tf matrix and norms cached.
+:func:`batch_cider_d` is the per-mini-batch alternative of seed 000 (document frequencies
+of the batch's own references, as ``Cider().compute_score`` called on the batch).
 
 The implementation is our own (integer-encoded n-grams, see
 :mod:`captionlib.metrics.ngrams`, and numpy); tests check it against pycocoevalcap to
@@ -458,6 +461,19 @@ class CiderD:
         return rows[first], keys[first], tf, log_df
 
 
+def _cider_d_with_df_of(
+    docs: Mapping[object, Sequence[Sequence[str]]],
+    refs: Mapping[str, Sequence[Sequence[str]]],
+    clip_ids: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+    n: int,
+    sigma: float,
+) -> np.ndarray:
+    """CIDEr-D (C,) of ``candidates`` against ``refs[clip_ids[i]]``, document frequencies of ``docs``."""
+    scorer = CiderD(DocumentFrequency.from_references(docs, n=n), n=n, sigma=sigma, refs=refs)
+    return scorer.score(clip_ids, candidates)
+
+
 def corpus_cider_d(
     refs: Mapping[str, Sequence[Sequence[str]]],
     hyps: Mapping[str, Sequence[str]],
@@ -478,19 +494,91 @@ def corpus_cider_d(
     Raises:
         ValueError: if the clip sets differ or are empty.
     """
-    if set(refs) != set(hyps):
-        missing = sorted(set(refs) - set(hyps))[:5]
-        extra = sorted(set(hyps) - set(refs))[:5]
+    mean, per = mean_cider_d_of_sets(refs, {c: [h] for c, h in hyps.items()}, n, sigma)
+    logging.debug("CIDEr-D over %d clips", len(per))
+    return mean, per
+
+
+def mean_cider_d_of_sets(
+    refs: Mapping[str, Sequence[Sequence[str]]],
+    hyp_sets: Mapping[str, Sequence[Sequence[str]]],
+    n: int = 4,
+    sigma: float = 6.0,
+) -> Tuple[float, Dict[str, float]]:
+    """Mean CIDEr-D of several captions per clip (seed 001 sec. 5.4: "the average of the
+    CIDEr scores of the 5 sampled captions").
+
+    Every caption of ``hyp_sets[c]`` is scored as a candidate against all references of
+    clip ``c``, with the document frequencies of ``refs`` (one document per clip, as
+    :func:`corpus_cider_d`); a clip's score is the mean over its captions, the result the
+    mean over clips. With K captions for every clip this equals the mean over k of
+    ``Cider().compute_score(gts, {c: [hyp_sets[c][k]]})``: K ordinary test-set scorings.
+
+    Args:
+        refs: ``{clip_id: [reference word list, ...]}``.
+        hyp_sets: ``{clip_id: [caption word list, ...]}`` (>= 1 caption), same clips as ``refs``.
+        n, sigma: CIDEr-D parameters.
+
+    Returns:
+        ``(mean over clips, {clip_id: mean over the clip's captions})``.
+
+    Raises:
+        ValueError: if the clip sets differ or are empty, or a clip has no caption.
+    """
+    if set(refs) != set(hyp_sets):
+        missing = sorted(set(refs) - set(hyp_sets))[:5]
+        extra = sorted(set(hyp_sets) - set(refs))[:5]
         raise ValueError(f"refs and hyps differ: missing hyps {missing}, hyps without refs {extra}")
     if not refs:
         raise ValueError("nothing to score")
-    df = DocumentFrequency.from_references(refs, n=n)
-    scorer = CiderD(df, n=n, sigma=sigma)
-    scorer.add_refs(refs)
+    empty = [c for c, hs in hyp_sets.items() if len(hs) == 0]
+    if empty:
+        raise ValueError(f"{len(empty)} clips have no caption to score, e.g. {empty[:5]}")
     clips = list(refs)
-    scores = scorer.score(clips, [hyps[c] for c in clips])
-    logging.debug("CIDEr-D over %d clips", len(clips))
-    return float(np.mean(scores)), {c: float(s) for c, s in zip(clips, scores)}
+    clip_ids = [c for c in clips for _ in hyp_sets[c]]
+    scores = _cider_d_with_df_of(refs, refs, clip_ids, [h for c in clips for h in hyp_sets[c]], n, sigma)
+    bounds = np.cumsum([0] + [len(hyp_sets[c]) for c in clips])
+    per = {c: float(np.mean(scores[a:b])) for c, a, b in zip(clips, bounds[:-1], bounds[1:])}
+    return float(np.mean(list(per.values()))), per
+
+
+def batch_cider_d(
+    refs: Mapping[str, Sequence[Sequence[str]]],
+    clip_ids: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+    n: int = 4,
+    sigma: float = 6.0,
+) -> np.ndarray:
+    """CIDEr-D with the document frequencies of one mini-batch (seed 000's per-batch IDF).
+
+    Xu et al. 2020 (seed 000, sec. 4) note that "optimizing CIDEr score in a mini-batch
+    means that the estimated IDF can be inaccurate": their reward, like the usual SCST
+    code, calls ``Cider().compute_score(gts, res)`` on the batch with one entry per
+    candidate, ``gts = {i: references of clip_ids[i]}``, ``res = {i: [candidates[i]]}``.
+    pycocoevalcap then counts one *document per entry*: a clip with M samples and a greedy
+    caption in the batch counts M + 1 times in ``df`` and in ``N = len(candidates)``
+    (``ref_len = log(N)``). This function computes exactly that (tested to 1e-6), so
+    ``idf`` depends on what else is in the batch; :class:`CiderD` with the train-set
+    :class:`DocumentFrequency` is the default reward.
+
+    Args:
+        refs: ``{clip_id: [reference word list, ...]}``; must hold every id of ``clip_ids``.
+        clip_ids: ``C`` clip ids, repeated for several candidates of one clip.
+        candidates: ``C`` word lists (everything scored in one reward call).
+        n, sigma: CIDEr-D parameters.
+
+    Returns:
+        float64 ``(C,)`` scores (pycocoevalcap scale, x10).
+
+    Raises:
+        ValueError: if the lengths differ. KeyError: for a clip without references.
+    """
+    if len(clip_ids) != len(candidates):
+        raise ValueError(f"{len(clip_ids)} clip ids but {len(candidates)} candidates")
+    if not clip_ids:
+        return np.zeros(0, np.float64)
+    docs = {i: refs[c] for i, c in enumerate(clip_ids)}
+    return _cider_d_with_df_of(docs, refs, clip_ids, candidates, n, sigma)
 
 
 def read_clip_references(text: str, utt2spk: Optional[str] = None) -> Dict[str, List[List[str]]]:

@@ -3,8 +3,11 @@
 The table has one row per (model dir, decode tag, test set), found as
 ``<exp_dir>/**/decode_<tag>/<set>/score.json`` (the layout written by stages 8-9 of
 ``caption.sh``; word-level ensembles live in ``<exp_dir>/ensemble_<tag>/``). Columns: the
-precision metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr), then the diversity
-ones of seed 001 table 4 (Div-1, Div-2, mBLEU-4) and Vocab, then ``seeds`` and ``paper``.
+precision metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr), then seed 001
+table 4: the mean CIDEr-D of the sampled captions, Div-1, Div-2, mBLEU-4 of the samples
+("rs") and of the N-best beam hypotheses ("bs"), then Vocab, ``seeds`` and ``paper``.
+The ``paper`` of an RL model names the reward it was trained with, read from the
+``reward:`` (and ``ac_reward:``) line of its ``config.yaml`` (:func:`model_paper`).
 
 Runs of several training seeds (``_seed<N>`` in the dir names, see :func:`seed_group`)
 are merged into one row per (seed group, decode tag, test set) showing ``mean ± std`` over
@@ -23,7 +26,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from captionlib.rl import RL_ALGOS
 
@@ -41,11 +44,17 @@ METRIC_KEYS = (
     "CIDEr-D",
     "SPICE",
     "SPIDEr",
+    "CIDEr-D (samples)",
     "Div-1",
     "Div-2",
     "mBLEU-4",
+    "Div-1 (beams)",
+    "Div-2 (beams)",
+    "mBLEU-4 (beams)",
     "Vocab",
 )
+#: Reason shown for a key a ``score.json`` does not have at all.
+ABSENT_REASON = "not in score.json (scored before this metric existed; re-run the scoring stage)"
 #: Keys shown as integers.
 INTEGER_KEYS = ("Vocab",)
 
@@ -63,6 +72,8 @@ PAPERS = {
     "ensemble": "Xu et al. 2020 (word-level ensemble)",
     "corpus_prior": "most frequent training caption",
 }
+#: ``config.yaml`` keys that select seed 002's embedding reward of ``ac`` (value ``embedding``).
+AC_REWARD_KEYS = ("ac_reward", "reward_type")
 #: Metric, resamples and seed of the significance section.
 SIGNIFICANCE_METRIC = "CIDEr-D"
 NUM_RESAMPLES = 10000
@@ -117,9 +128,59 @@ def model_algorithm(model_path: str) -> Optional[str]:
     return None
 
 
-def model_paper(model_path: str) -> str:
-    """The ``paper`` cell of a model dir (:data:`PAPERS`; empty for an unknown kind)."""
-    return PAPERS.get(model_algorithm(model_path) or "", "")
+def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> str:
+    """The ``paper`` cell of a model dir: :data:`PAPERS`, plus the reward of an RL model.
+
+    Args:
+        model_path: model dir relative to the exp dir.
+        config: the model dir's ``config.yaml`` (``None`` if it has none).
+
+    Returns:
+        For an RL model, ``"<paper>, reward <reward>"`` with the reward of ``config["reward"]``
+        (:func:`captionlib.rl.rewards.describe_reward`, e.g. ``"Liu et al. 2017 (MC-PG),
+        reward CIDEr-D"``); ``ac`` reads ``"A2C, <reward> reward (Shi et al. value network)"``,
+        or ``"Shi et al. (actor-critic, embedding reward)"`` when a key of
+        :data:`AC_REWARD_KEYS` is ``embedding``; a missing reward is said so. Other models:
+        :data:`PAPERS` (empty for an unknown kind).
+    """
+    from captionlib.rl.rewards import describe_reward
+
+    algo = model_algorithm(model_path) or ""
+    if algo not in RL_ALGORITHMS:
+        return PAPERS.get(algo, "")
+    config = config or {}
+    if algo == "ac" and any(config.get(k) == "embedding" for k in AC_REWARD_KEYS):
+        return "Shi et al. (actor-critic, embedding reward)"
+    spec = config.get("reward")
+    if spec is None:
+        return f"{PAPERS[algo]}, reward not recorded (no reward: in config.yaml)"
+    try:
+        reward = describe_reward(str(spec))
+    except ValueError:
+        reward = str(spec)
+    if algo == "ac":
+        return f"A2C, {reward} reward (Shi et al. value network)"
+    return f"{PAPERS[algo]}, reward {reward}"
+
+
+def read_model_config(model_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
+    """The ``config.yaml`` of a model dir as a dict, ``None`` when there is none.
+
+    Raises:
+        ValueError: naming the file, if it is not a YAML mapping.
+    """
+    import yaml
+
+    path = Path(model_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: cannot read config: {e}") from e
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a YAML mapping, got {type(obj).__name__}")
+    return obj
 
 
 @dataclass
@@ -133,6 +194,7 @@ class ScoreRow:
         scores: metric -> value (``None`` when skipped or absent).
         skipped: metric -> reason, as written by ``caption_score``.
         score_json: the file read (``per_clip.json`` is looked for beside it).
+        paper: the ``paper`` cell (:func:`model_paper` with the model dir's ``config.yaml``).
     """
 
     model: str
@@ -141,6 +203,7 @@ class ScoreRow:
     scores: Dict[str, Optional[float]] = field(default_factory=dict)
     skipped: Dict[str, str] = field(default_factory=dict)
     score_json: Optional[Path] = None
+    paper: str = ""
 
 
 @dataclass
@@ -186,7 +249,8 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     """Read one ``<model>/decode_<tag>/<set>/score.json`` below ``exp_dir``.
 
     Raises:
-        ValueError: naming the file, if it is not a JSON object of numbers/nulls.
+        ValueError: naming the file, if it is not a JSON object of numbers/nulls, or if the
+            model dir's ``config.yaml`` is not a YAML mapping.
     """
     score_json = Path(score_json)
     set_dir = score_json.parent
@@ -208,6 +272,10 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     skipped = obj.get("skipped") or {}
     if not isinstance(skipped, dict):
         raise ValueError(f"{score_json}: 'skipped' must be an object, got {skipped!r}")
+    skipped = {str(k): str(v) for k, v in skipped.items()}
+    for key in METRIC_KEYS:
+        if key not in obj and key not in skipped:
+            skipped[key] = ABSENT_REASON
     model = model_dir.relative_to(Path(exp_dir)).as_posix()
     decode_tag = decode_dir.name[len("decode_") :]
     return ScoreRow(
@@ -215,8 +283,9 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
         decode_tag=decode_tag,
         test_set=set_dir.name,
         scores=scores,
-        skipped={str(k): str(v) for k, v in skipped.items()},
+        skipped=skipped,
         score_json=score_json,
+        paper=model_paper(model, read_model_config(model_dir)),
     )
 
 
@@ -278,6 +347,12 @@ def _mean_std_cell(values: Sequence[Optional[float]], key: str = "") -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def decode_config_of(decode_tag: str) -> str:
+    """The decode config part of a decode tag: ``decode_greedy_model_valid.bleu_4.best`` ->
+    ``decode_greedy`` (caption.sh names decode dirs ``decode_<config><args>_model_<model file>``)."""
+    return decode_tag.rsplit("_model_", 1)[0]
+
+
 def collect_significance(
     rows: Sequence[ScoreRow],
     metric: str = SIGNIFICANCE_METRIC,
@@ -287,11 +362,14 @@ def collect_significance(
     """Paired bootstrap of every RL model against the XE model whose dir it is nested in.
 
     For each RL row (last path component named ``<algo>_*`` with ``algo`` in
-    :data:`RL_ALGORITHMS`, its parent dir named ``xe_*``) and the XE row of the same decode
-    tag and test set, when both have a ``per_clip.json`` holding ``metric`` beside their
-    ``score.json``: :func:`captionlib.metrics.significance.paired_bootstrap_files` with
-    XE = a and RL = b (one-sided p of "RL better than XE"). Rows without per-clip scores
-    (older runs) are left out.
+    :data:`RL_ALGORITHMS`, its first path component an XE dir ``xe_*``; staged RL dirs nest
+    deeper, e.g. ``xe_a/reinforce_plus_b/multitask_c``, and are compared with that XE model)
+    and the XE row of the same test set and decode tag (or, when the XE dir was decoded with
+    another model file, e.g. seed 000's ``valid.bleu_4.best.pth``, its only row of the same
+    decode config: :func:`decode_config_of`), when both have a ``per_clip.json`` holding
+    ``metric`` beside their ``score.json``:
+    :func:`captionlib.metrics.significance.paired_bootstrap_files` with XE = a and RL = b
+    (one-sided p of "RL better than XE"). Rows without per-clip scores (older runs) are left out.
 
     Returns:
         One :class:`SignificanceRow` per (RL seed group, decode tag, test set), sorted.
@@ -303,12 +381,18 @@ def collect_significance(
     from captionlib.metrics.significance import has_per_clip, paired_bootstrap_files
 
     by_key = {(r.model, r.decode_tag, r.test_set): r for r in rows}
+    by_config: Dict[tuple, List[ScoreRow]] = {}
+    for r in rows:
+        by_config.setdefault((r.model, decode_config_of(r.decode_tag), r.test_set), []).append(r)
     groups: Dict[tuple, SignificanceRow] = {}
     for r in rows:
         if "/" not in r.model or model_algorithm(r.model) not in RL_ALGORITHMS:
             continue
-        parent = r.model.rsplit("/", 1)[0]
+        parent = r.model.split("/", 1)[0]
         base = by_key.get((parent, r.decode_tag, r.test_set))
+        if base is None:
+            same_config = by_config.get((parent, decode_config_of(r.decode_tag), r.test_set), [])
+            base = same_config[0] if len(same_config) == 1 else None
         if model_algorithm(parent) != "xe" or base is None or None in (r.score_json, base.score_json):
             continue
         rl_file = r.score_json.with_name("per_clip.json")
@@ -346,7 +430,7 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
         "## Significance",
         "",
         f"Paired bootstrap (Koehn 2004; Efron & Tibshirani 1993) of each RL model against the XE "
-        f"model it was fine-tuned from, on per-clip {metric} (`per_clip.json`): {r0.num_resamples} "
+        f"model it was fine-tuned from (directly or through another RL stage), on per-clip {metric} (`per_clip.json`): {r0.num_resamples} "
         f"resamples of the clips, seed {seed}; Δ{metric} = RL - XE; p = one-sided p of "
         f"\"RL better than XE\" = (1 + #{{resampled Δ <= 0}}) / (1 + resamples).",
         "",
@@ -387,13 +471,17 @@ def format_results(
         "see each experiment's `config.yaml` and `train.log` for them.",
         "Scores have 3 decimals; `skipped` means the metric could not run "
         "(reasons below the table).",
-        "Precision: BLEU-1..4 to SPIDEr on the 1-best captions. Diversity (seed 001, table 4): "
-        "Div-1, Div-2 (higher = more diverse) and mBLEU-4 (lower = more diverse) over the sampled "
-        "captions of each clip (`text_samples`); Vocab: distinct words of the 1-best captions. "
+        "Precision: BLEU-1..4 to SPIDEr on the 1-best captions. Seed 001, table 4: "
+        "`CIDEr-D (samples)`: mean over clips of the mean CIDEr-D of each clip's sampled captions "
+        "(`text_samples`; each scored against the clip's references with the document frequencies "
+        "of the test references); Div-1, Div-2 (higher = more diverse) and mBLEU-4 (lower = more "
+        "diverse) over the sampled captions of each clip, and the same with `(beams)` over the "
+        "N best beam hypotheses (`text_nbest`); Vocab: distinct words of the 1-best captions. "
         "Models named `ensemble_*` are word-level ensembles (mean of the word probabilities).",
         "Runs of several training seeds (`_seed<N>` in the dir names) share one row named without "
         "the seed: `mean ± std` over the `seeds` runs (sample std); a single run shows its own "
-        "values. `paper`: where the model comes from.",
+        "values. `paper`: where the model comes from, and for RL models the reward they were "
+        "trained with (from their `config.yaml`).",
         "",
     ]
     if not rows:
@@ -405,7 +493,7 @@ def format_results(
     for t in group_seeds(rows):
         cells = [t.model, t.decode_tag, t.test_set]
         cells += [_mean_std_cell([r.scores.get(k) for r in t.runs], k) for k in METRIC_KEYS]
-        cells += [str(len(t.runs)), model_paper(t.model)]
+        cells += [str(len(t.runs)), "; ".join(dict.fromkeys(r.paper for r in t.runs))]
         lines.append("| " + " | ".join(cells) + " |")
 
     # Reasons for the skipped cells, each distinct (metric, reason) once.

@@ -10,8 +10,16 @@ pycocoevalcap's.
 Diversity next to precision (seed 001 sec. 5.4, table 4): given N sampled captions per clip
 (``text_samples`` of ``caption_decode --num_diversity_samples N``), ``Div-1``, ``Div-2`` and
 ``mBLEU-4`` of :mod:`captionlib.metrics.diversity` (set-level, averaged over clips; lower
-mBLEU-4 = more diverse). ``Vocab`` is the number of distinct words in the 1-best hypotheses
-(always computed). Diversity uses the captions as the model writes them
+mBLEU-4 = more diverse) and ``CIDEr-D (samples)``, seed 001's precision of the samples:
+every sample is PTB-tokenized like the hypotheses and scored as a candidate against its
+clip's references with the document frequencies of the scored references (one document
+per clip, as ``CIDEr-D``), averaged over the clip's samples, then over clips
+(:func:`captionlib.metrics.cider_d.mean_cider_d_of_sets`; with N samples for every clip
+this is the mean of N ordinary CIDEr-D scorings, one per sample index). Given the N-best
+beam hypotheses (``text_nbest`` of ``caption_decode --nbest N``), the same three diversity
+metrics over them: ``Div-1 (beams)``, ``Div-2 (beams)``, ``mBLEU-4 (beams)`` (table 4
+"bs"). ``Vocab`` is the number of distinct words in the 1-best hypotheses (always
+computed). Diversity uses the captions as the model writes them
 (:func:`captionlib.text.cleaner.clean_caption`, split at spaces), not the PTB tokenizer.
 
 The result is a flat dict with the keys of :data:`SCORE_KEYS`, each a float or ``None``,
@@ -27,18 +35,26 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from captionlib.metrics.bleu import corpus_bleu
-from captionlib.metrics.cider_d import corpus_cider_d
+from captionlib.metrics.cider_d import corpus_cider_d, mean_cider_d_of_sets
 from captionlib.metrics.rouge import corpus_rouge_l
 
 PRECISION_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
+#: Mean CIDEr-D of the sampled captions (``hyp_samples``), seed 001's precision of the samples.
+SAMPLE_CIDER_KEY = "CIDEr-D (samples)"
 #: Diversity keys computed from sampled captions (``hyp_samples``).
 SAMPLE_DIVERSITY_KEYS = ("Div-1", "Div-2", "mBLEU-4")
+#: Diversity keys computed from the N-best beam hypotheses (``hyp_nbest``).
+NBEST_DIVERSITY_KEYS = ("Div-1 (beams)", "Div-2 (beams)", "mBLEU-4 (beams)")
 #: Number of distinct words of the 1-best hypotheses.
 VOCAB_KEY = "Vocab"
-SCORE_KEYS = PRECISION_KEYS + SAMPLE_DIVERSITY_KEYS + (VOCAB_KEY,)
+SCORE_KEYS = PRECISION_KEYS + (SAMPLE_CIDER_KEY,) + SAMPLE_DIVERSITY_KEYS + NBEST_DIVERSITY_KEYS + (VOCAB_KEY,)
 NO_SAMPLES_REASON = (
     "no sampled captions (decode with caption_decode --num_diversity_samples N, "
     "score with caption_score --hyp_samples text_samples)"
+)
+NO_NBEST_REASON = (
+    "no N-best beam hypotheses (decode with caption_decode --nbest N, "
+    "score with caption_score --hyp_nbest text_nbest)"
 )
 METRIC_KEYS: Dict[str, Tuple[str, ...]] = {
     "bleu": ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"),
@@ -76,19 +92,26 @@ def parse_metrics(metrics: Union[str, Sequence[str]]) -> List[str]:
 
 def tokenize_for_scoring(
     refs: Mapping[str, Sequence[str]], hyps: Mapping[str, str], java: str = "java",
-    tmp_dir: Optional[str] = None,
-) -> Tuple[Dict[str, List[str]], Dict[str, str], Optional[str]]:
-    """PTB-tokenize references and hypotheses in one Java call.
+    tmp_dir: Optional[str] = None, hyp_sets: Optional[Mapping[str, Sequence[str]]] = None,
+) -> Tuple[Dict[str, List[str]], Dict[str, str], Optional[str], Optional[Dict[str, List[str]]]]:
+    """PTB-tokenize references, hypotheses (and optionally several captions per clip) in one Java call.
 
     Falls back to :func:`captionlib.text.cleaner.clean_caption` when Java is missing.
 
+    Args:
+        refs: ``{clip_id: [raw reference, ...]}``; hyps: ``{clip_id: raw hypothesis}``.
+        hyp_sets: ``{clip_id: [raw caption, ...]}`` (e.g. sampled captions) of the same clips.
+
     Returns:
-        ``(refs, hyps, fallback reason or None)`` with space-joined token strings.
+        ``(refs, hyps, fallback reason or None, hyp_sets or None)`` with space-joined
+        token strings.
     """
     from captionlib.metrics.pycoco import java_available, ptb_tokenize
 
     clips = list(refs)
+    sets = hyp_sets or {}
     sentences = [r for c in clips for r in refs[c]] + [hyps[c] for c in clips]
+    sentences += [h for c in clips for h in sets.get(c, ())]
     reason = java_available(java)
     if reason is None:
         toks = ptb_tokenize(sentences, java=java, tmp_dir=tmp_dir)
@@ -104,7 +127,12 @@ def tokenize_for_scoring(
         out_refs[c] = toks[i : i + len(refs[c])]
         i += len(refs[c])
     out_hyps = {c: toks[i + j] for j, c in enumerate(clips)}
-    return out_refs, out_hyps, reason
+    i += len(clips)
+    out_sets: Dict[str, List[str]] = {}
+    for c in clips if hyp_sets is not None else ():
+        out_sets[c] = toks[i : i + len(sets[c])]
+        i += len(sets[c])
+    return out_refs, out_hyps, reason, (out_sets if hyp_sets is not None else None)
 
 
 def compute_caption_scores(
@@ -121,6 +149,7 @@ def compute_caption_scores(
     tmp_dir: Optional[str] = None,
     hyp_samples: Optional[Mapping[str, Sequence[str]]] = None,
     per_clip: Optional[Dict[str, Dict[str, float]]] = None,
+    hyp_nbest: Optional[Mapping[str, Sequence[str]]] = None,
 ) -> Dict[str, Any]:
     """Score hypotheses against references (raw captions; tokenized here).
 
@@ -136,18 +165,20 @@ def compute_caption_scores(
         java: java executable (PTB tokenizer, METEOR, SPICE).
         tmp_dir: temporary files.
         hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` (e.g. 5 per clip) for
-            Div-1, Div-2, mBLEU-4; ``None``: those are skipped. See :func:`diversity_scores`.
+            CIDEr-D (samples), Div-1, Div-2, mBLEU-4; ``None``: those are skipped. See the
+            module docstring and :func:`diversity_scores`.
         per_clip: if given, filled with ``{"CIDEr-D": {clip_id: score}, "ROUGE-L": {...}}``
             for those of the two that were computed (their corpus scores are the means of
             these; input of :mod:`captionlib.metrics.significance`).
+        hyp_nbest: ``{clip_id: [raw beam hypothesis, ...]}`` (the N best, best first) for
+            Div-1 (beams), Div-2 (beams), mBLEU-4 (beams); ``None``: those are skipped.
 
     Returns:
-        ``{"BLEU-1": float|None, ..., "SPIDEr", "Div-1", "Div-2", "mBLEU-4", "Vocab",
-        "skipped": {key: reason}}``.
+        ``{key: float|None for key in SCORE_KEYS, "skipped": {key: reason}}``.
 
     Raises:
-        ValueError: if the clip sets differ (hypotheses, references or samples), a clip
-            has no reference, or nothing to score.
+        ValueError: if the clip sets differ (hypotheses, references, samples or N-best),
+            a clip has no reference or no sample, or nothing to score.
     """
     if set(refs) != set(hyps):
         raise ValueError("references and hypotheses must cover the same clips")
@@ -156,6 +187,8 @@ def compute_caption_scores(
     for c, rs in refs.items():
         if len(rs) == 0:
             raise ValueError(f"clip {c!r} has no reference")
+    _check_same_clips(hyps, hyp_samples, "sampled captions")
+    _check_same_clips(hyps, hyp_nbest, "N-best beam hypotheses")
     wanted = parse_metrics(metrics)
     result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
     skipped: Dict[str, str] = {}
@@ -163,7 +196,9 @@ def compute_caption_scores(
         if k not in wanted:
             skipped[k] = "not requested (--metrics)"
 
-    tok_refs, tok_hyps, tok_reason = tokenize_for_scoring(refs, hyps, java=java, tmp_dir=tmp_dir)
+    tok_refs, tok_hyps, tok_reason, tok_samples = tokenize_for_scoring(
+        refs, hyps, java=java, tmp_dir=tmp_dir, hyp_sets=hyp_samples
+    )
     if tok_reason:
         skipped["PTB-tokenizer"] = tok_reason
     w_refs = {c: [r.split() for r in rs] for c, rs in tok_refs.items()}
@@ -185,6 +220,14 @@ def compute_caption_scores(
         if per_clip is not None:
             per_clip["CIDEr-D"] = dict(cider_per_clip)
         skipped.pop("CIDEr-D", None)
+    if tok_samples is None:
+        skipped[SAMPLE_CIDER_KEY] = NO_SAMPLES_REASON
+    elif "CIDEr-D" not in wanted:
+        skipped[SAMPLE_CIDER_KEY] = "not requested (--metrics: cider_d)"
+    else:
+        result[SAMPLE_CIDER_KEY], _ = mean_cider_d_of_sets(
+            w_refs, {c: [s.split() for s in ss] for c, ss in tok_samples.items()}
+        )
     if "METEOR" in wanted:
         from captionlib.metrics.pycoco import java_available, meteor_score
 
@@ -220,58 +263,76 @@ def compute_caption_scores(
             result["SPIDEr"] = (result["CIDEr-D"] + result["SPICE"]) / 2.0
         else:
             skipped["SPIDEr"] = f"SPIDEr needs SPICE: {skipped.get('SPICE', 'not computed')}"
-    result.update(diversity_scores(hyps, hyp_samples, skipped))
+    result.update(diversity_scores(hyps, hyp_samples, skipped, hyp_nbest))
     result["skipped"] = skipped
     return result
+
+
+def _check_same_clips(hyps: Mapping[str, str], sets: Optional[Mapping[str, Sequence[str]]], what: str) -> None:
+    """Raise ValueError unless ``sets`` is ``None`` or covers exactly the clips of ``hyps``."""
+    if sets is not None and set(sets) != set(hyps):
+        missing = sorted(set(hyps) - set(sets))
+        extra = sorted(set(sets) - set(hyps))
+        raise ValueError(
+            f"{what} must cover the scored clips: {len(missing)} missing (e.g. {missing[:3]}), "
+            f"{len(extra)} extra (e.g. {extra[:3]})"
+        )
 
 
 def diversity_scores(
     hyps: Mapping[str, str],
     hyp_samples: Optional[Mapping[str, Sequence[str]]],
     skipped: Dict[str, str],
+    hyp_nbest: Optional[Mapping[str, Sequence[str]]] = None,
 ) -> Dict[str, Optional[float]]:
-    """``Vocab`` of the 1-best ``hyps`` and Div-1/Div-2/mBLEU-4 of ``hyp_samples`` (seed 001).
+    """``Vocab`` of the 1-best ``hyps``; Div-1/Div-2/mBLEU-4 of ``hyp_samples`` and of ``hyp_nbest`` (seed 001).
 
     Args:
         hyps: ``{clip_id: raw 1-best caption}``.
         hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` for exactly the clips of
-            ``hyps``, or ``None`` (then the diversity keys are ``None`` with a reason).
+            ``hyps``, or ``None`` (then :data:`SAMPLE_DIVERSITY_KEYS` are ``None`` with a reason).
         skipped: updated in place with the reason of every ``None``.
+        hyp_nbest: ``{clip_id: [raw beam hypothesis, ...]}`` for :data:`NBEST_DIVERSITY_KEYS`,
+            or ``None``.
 
     Returns:
-        ``{"Div-1", "Div-2", "mBLEU-4", "Vocab"}`` -> float or ``None``.
+        ``{"Vocab", *SAMPLE_DIVERSITY_KEYS, *NBEST_DIVERSITY_KEYS}`` -> float or ``None``.
 
     Raises:
-        ValueError: if the sampled clips differ from the hypothesis clips.
+        ValueError: if the sampled or N-best clips differ from the hypothesis clips.
     """
-    from captionlib.metrics.diversity import diversity_metrics
     from captionlib.text.cleaner import clean_caption
 
+    _check_same_clips(hyps, hyp_samples, "sampled captions")
+    _check_same_clips(hyps, hyp_nbest, "N-best beam hypotheses")
     out: Dict[str, Optional[float]] = {
         VOCAB_KEY: float(len({w for h in hyps.values() for w in clean_caption(h).split()}))
     }
-    if hyp_samples is None:
-        for k in SAMPLE_DIVERSITY_KEYS:
-            out[k] = None
-            skipped[k] = NO_SAMPLES_REASON
+    out.update(_set_diversity(hyp_samples, SAMPLE_DIVERSITY_KEYS, NO_SAMPLES_REASON, "sampled captions", skipped))
+    out.update(_set_diversity(hyp_nbest, NBEST_DIVERSITY_KEYS, NO_NBEST_REASON, "beam hypotheses", skipped))
+    return out
+
+
+def _set_diversity(
+    sets: Optional[Mapping[str, Sequence[str]]], keys: Sequence[str], absent: str, what: str,
+    skipped: Dict[str, str],
+) -> Dict[str, Optional[float]]:
+    """Div-1, Div-2, mBLEU-4 of ``{clip_id: [raw caption, ...]}`` under ``keys`` (in that order)."""
+    from captionlib.metrics.diversity import diversity_metrics
+    from captionlib.text.cleaner import clean_caption
+
+    out: Dict[str, Optional[float]] = {k: None for k in keys}
+    if sets is None:
+        skipped.update({k: absent for k in keys})
         return out
-    if set(hyp_samples) != set(hyps):
-        missing = sorted(set(hyps) - set(hyp_samples))
-        extra = sorted(set(hyp_samples) - set(hyps))
-        raise ValueError(
-            f"sampled captions must cover the scored clips: {len(missing)} missing (e.g. {missing[:3]}), "
-            f"{len(extra)} extra (e.g. {extra[:3]})"
-        )
-    sets = {c: [clean_caption(s).split() for s in hyp_samples[c]] for c in sorted(hyps)}
-    div = diversity_metrics(sets)
-    sizes = sorted({len(s) for s in sets.values()})
-    for k in SAMPLE_DIVERSITY_KEYS:
-        v = div[k]
-        if v != v:  # NaN
-            out[k] = None
-            skipped[k] = f"{k} needs at least 2 sampled captions per clip (got {sizes})"
+    words = {c: [clean_caption(s).split() for s in sets[c]] for c in sorted(sets)}
+    div = diversity_metrics(words)
+    sizes = sorted({len(s) for s in words.values()})
+    for key, name in zip(keys, SAMPLE_DIVERSITY_KEYS):
+        if div[name] != div[name]:  # NaN
+            skipped[key] = f"{name} needs at least 2 {what} per clip (got {sizes})"
         else:
-            out[k] = float(v)
+            out[key] = float(div[name])
     return out
 
 
@@ -329,7 +390,7 @@ def read_hypotheses(path: str) -> Dict[str, str]:
     return read_scp(path, allow_empty_value=True)
 
 
-#: Separator of a sample id ``<clip-id>#<k>`` in ``text_samples``.
+#: Separator of a sample id ``<clip-id>#<k>`` in ``text_samples`` and ``text_nbest``.
 SAMPLE_SEP = "#"
 
 
@@ -339,7 +400,7 @@ def sample_id(clip: str, k: int) -> str:
 
 
 def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
-    """Read a ``text_samples`` file into ``{clip_id: [caption, ...]}`` (ordered by k).
+    """Read a ``text_samples`` (or ``text_nbest``) file into ``{clip_id: [caption, ...]}`` (ordered by k).
 
     Raises:
         ValueError: for a malformed line, a duplicate id, or an id without ``#<k>``,
@@ -388,6 +449,7 @@ def score_caption_files(
     spice_lib_dir: Optional[str] = None,
     spice_cache_dir: Optional[str] = None,
     hyp_samples: Optional[str] = None,
+    hyp_nbest: Optional[str] = None,
     **kwargs: Any,
 ) -> Dict[str, Any]:
     """Score a decode ``text`` file; write ``score.json``, ``result.txt`` and ``per_clip.json``.
@@ -404,7 +466,9 @@ def score_caption_files(
         spice_lib_dir: CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
         spice_cache_dir: SPICE cache (default ``<dir of output>/spice_cache``).
         hyp_samples: ``text_samples`` of ``caption_decode --num_diversity_samples`` (ids
-            ``<clip-id>#<k>``) for Div-1, Div-2, mBLEU-4; ``None``: skipped.
+            ``<clip-id>#<k>``) for CIDEr-D (samples), Div-1, Div-2, mBLEU-4; ``None``: skipped.
+        hyp_nbest: ``text_nbest`` of ``caption_decode --nbest`` (ids ``<clip-id>#<rank>``) for
+            Div-1 (beams), Div-2 (beams), mBLEU-4 (beams); ``None``: skipped.
         **kwargs: passed to :func:`compute_caption_scores`.
 
     Returns:
@@ -412,8 +476,8 @@ def score_caption_files(
 
     Raises:
         ValueError: if a hypothesis clip has no references or a reference clip has no
-            hypothesis (naming both files), if the samples do not cover the same clips
-            (naming the file), or for malformed files.
+            hypothesis (naming both files), if the samples or N-best do not cover the same
+            clips (naming the file), or for malformed files.
     """
     refs = read_references(ref_dir)
     hyps = read_hypotheses(hyp)
@@ -428,12 +492,7 @@ def score_caption_files(
         raise ValueError(
             f"{len(missing)} clips of {text_path} are missing from {hyp}, e.g. {missing[:5]}"
         )
-    samples = None
-    if hyp_samples is not None:
-        samples = read_samples(hyp_samples)
-        if set(samples) != set(hyps):
-            bad = sorted(set(samples) ^ set(hyps))
-            raise ValueError(f"{hyp_samples} and {hyp} cover different clips ({len(bad)} differ, e.g. {bad[:5]})")
+    samples, nbest = (None if p is None else _read_sets_of(p, hyps, hyp) for p in (hyp_samples, hyp_nbest))
     out_dir = os.path.dirname(os.path.abspath(output))
     os.makedirs(out_dir, exist_ok=True)
     if spice_cache_dir is None:
@@ -441,7 +500,7 @@ def score_caption_files(
     per_clip: Dict[str, Dict[str, float]] = {}
     result = compute_caption_scores(
         refs, hyps, metrics=metrics, spice_lib_dir=spice_lib_dir,
-        spice_cache_dir=spice_cache_dir, hyp_samples=samples, per_clip=per_clip, **kwargs,
+        spice_cache_dir=spice_cache_dir, hyp_samples=samples, per_clip=per_clip, hyp_nbest=nbest, **kwargs,
     )
     _atomic_write(output, json.dumps(result, indent=2) + "\n")
     _atomic_write(os.path.join(out_dir, "per_clip.json"), json.dumps(per_clip, indent=1, sort_keys=True) + "\n")
@@ -450,6 +509,15 @@ def score_caption_files(
     for line in format_result(result, header).splitlines():
         logging.info(line)
     return result
+
+
+def _read_sets_of(path: str, hyps: Mapping[str, str], hyp: str) -> Dict[str, List[str]]:
+    """:func:`read_samples` of ``path``, checked to cover the clips of ``hyps`` (read from ``hyp``)."""
+    sets = read_samples(path)
+    if set(sets) != set(hyps):
+        bad = sorted(set(sets) ^ set(hyps))
+        raise ValueError(f"{path} and {hyp} cover different clips ({len(bad)} differ, e.g. {bad[:5]})")
+    return sets
 
 
 def _atomic_write(path: str, text: str) -> None:

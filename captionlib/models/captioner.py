@@ -79,7 +79,7 @@ class Captioner(nn.Module):
         self.feats_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
         self.feats_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-5))
 
-    def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> torch.Tensor:
+    def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor, return_cnn: bool = False):
         """Normalise (and augment in training) then encode.
 
         A batch shorter than the encoder's time pooling (4 frames for the CRNN) is
@@ -93,10 +93,19 @@ class Captioner(nn.Module):
         Args:
             feats: (batch, frames, n_mels) log-mel features.
             feat_lens: (batch,) frames per clip.
+            return_cnn: also return the encoder's time-pooled CNN features
+                (:meth:`CRNNEncoder.forward_with_cnn`), from the same encoder pass.
 
         Returns:
-            v: (batch, embed) audio embedding.
+            v: (batch, embed) audio embedding; with ``return_cnn``, the pair ``(v, cnn)``
+            with ``cnn`` (batch, ``encoder.cnn_output_size``), the CNN output averaged over
+            each clip's valid frames (seed 004's attribute-branch input).
+
+        Raises:
+            NotImplementedError: ``return_cnn`` with an encoder without ``forward_with_cnn``.
         """
+        if return_cnn and not hasattr(self.encoder, "forward_with_cnn"):
+            raise NotImplementedError(f"{type(self.encoder).__name__} has no time-pooled CNN output")
         short = self.encoder.time_subsampling - feats.size(1)
         if short > 0:  # fewer frames than the encoder's time pooling: zero-pad (lengths unchanged)
             feats = nn.functional.pad(feats, (0, 0, 0, short))
@@ -104,7 +113,9 @@ class Captioner(nn.Module):
             chunks = []
             for i in range(0, feats.size(0), EVAL_CHUNK):
                 lens = feat_lens[i: i + EVAL_CHUNK]
-                chunks.append(self.encode(feats[i: i + EVAL_CHUNK, : int(lens.max())], lens))
+                chunks.append(self.encode(feats[i: i + EVAL_CHUNK, : int(lens.max())], lens, return_cnn))
+            if return_cnn:
+                return torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks])
             return torch.cat(chunks)
         x = (feats - self.feats_mean) / self.feats_std
         # padded frames are zero after normalisation too (the mean of the normalised features)
@@ -112,6 +123,9 @@ class Captioner(nn.Module):
         x = x * valid.unsqueeze(-1).to(x.dtype)
         if self.specaug is not None and self.training:
             x = self.specaug(x, feat_lens)
+        if return_cnn:
+            v, _, cnn = self.encoder.forward_with_cnn(x, feat_lens)
+            return v, cnn
         v, _ = self.encoder(x, feat_lens)
         return v
 

@@ -109,6 +109,10 @@ class CRNNEncoder(nn.Module):
     over time (seed 000's global average pooling) gives ``v`` of size 256. With
     ``n_mels=64`` it has 679,042 parameters (seed 000: "679k").
 
+    :meth:`forward_with_cnn` also returns the CNN output averaged over time before the
+    BiGRU (the input of seed 004's attribute branch, Fig. 2), of size
+    ``cnn_output_size = channels[4] * n_mels // prod(freq_pooling)`` (128 for the defaults).
+
     ``channels`` and ``freq_pooling`` make narrower encoders for small corpora and CPU
     budgets (e.g. ``egs/soundscapes``); the defaults are seed 000's.
 
@@ -163,6 +167,7 @@ class CRNNEncoder(nn.Module):
         rnn_in = c5 * (n_mels // pool)
         self.rnn = BatchIndependentBiGRU(rnn_in, rnn_units, impl=bigru)
         self.output_size = 2 * rnn_units
+        self.cnn_output_size = rnn_in
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Encode a batch of (normalised) log-mel features.
@@ -175,6 +180,34 @@ class CRNNEncoder(nn.Module):
             ``v`` (batch, 2 * rnn_units) clip embedding and the frame-level outputs
             (batch, frames // 4, 2 * rnn_units), zero beyond each clip's ``lengths // 4`` frames.
         """
+        x, out_lens = self._cnn_frames(feats, lengths)
+        # the backward direction starts at each clip's own last frame, so a clip's embedding
+        # does not depend on the padding its batch-mates impose
+        x = self.rnn(x, out_lens)
+        return masked_mean(x, out_lens), x
+
+    def forward_with_cnn(
+        self, feats: torch.Tensor, lengths: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`forward` plus the time-pooled CNN features, from the same CNN pass.
+
+        Args:
+            feats: (batch, frames, n_mels); lengths: (batch,), as :meth:`forward`.
+
+        Returns:
+            ``v`` and the frame-level outputs as :meth:`forward`, and the CNN output (after
+            its dropout, before the BiGRU) averaged over each clip's valid ``lengths // 4``
+            frames (at least 1), padding frames excluded: (batch, cnn_output_size), the
+            input of seed 004's attribute branch ("temporal average pooling", sec. 3.1).
+        """
+        x, out_lens = self._cnn_frames(feats, lengths)
+        cnn = masked_mean(x, out_lens)
+        x = self.rnn(x, out_lens)
+        return masked_mean(x, out_lens), x, cnn
+
+    def _cnn_frames(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """CNN stack: (batch, frames, n_mels) -> frames (batch, frames // 4, cnn_output_size)
+        and their valid lengths (batch,) clamped to [1, frames // 4]."""
         x, lens = feats.unsqueeze(1), lengths
         for layer in self.cnn:
             if isinstance(layer, nn.Sequential):  # BatchNorm -> conv -> LeakyReLU
@@ -187,8 +220,4 @@ class CRNNEncoder(nn.Module):
                 if isinstance(layer, nn.LPPool2d):
                     lens = lens // layer.kernel_size[0]
         x = x.permute(0, 2, 1, 3).flatten(2)  # (B, T/4, C*F')
-        out_lens = lens.clamp(min=1, max=x.size(1))
-        # the backward direction starts at each clip's own last frame, so a clip's embedding
-        # does not depend on the padding its batch-mates impose
-        x = self.rnn(x, out_lens)
-        return masked_mean(x, out_lens), x
+        return x, lens.clamp(min=1, max=x.size(1))

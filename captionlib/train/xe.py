@@ -15,6 +15,7 @@ from captionlib.data.datasets import (
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.train.common import (
+    best_criteria,
     clip_validation,
     epoch_loader,
     feats_dim,
@@ -84,6 +85,7 @@ def train_xe(
     batch_type: str = "random",
     bucket_pool: int = 32,
     keep_nbest: int = 5,
+    best_model_criterion: str = "cider_d",
     log_interval: int = 50,
     max_len: int = 30,
     num_workers: int = 0,
@@ -121,10 +123,18 @@ def train_xe(
         dry_run: build the model, log it, and return without training.
         config: resolved options written to ``config.yaml``.
 
-    Best model files: ``valid.cider_d.best.pth`` (greedy CIDEr-D) and ``valid.loss.best.pth``.
+        best_model_criterion: ``cider_d`` (greedy CIDEr-D), ``bleu_4`` (greedy BLEU-4,
+            seed 000's XE selection) or ``loss``: decides which ``keep_nbest`` epoch files stay.
+
+    Best model files: ``valid.cider_d.best.pth``, ``valid.bleu_4.best.pth`` and
+    ``valid.loss.best.pth``, whatever ``best_model_criterion``.
+
+    Raises:
+        ValueError: bad ``xe_unit`` or ``best_model_criterion``.
     """
     if xe_unit not in ("caption", "clip"):
         raise ValueError(f"xe_unit must be caption or clip, got {xe_unit!r}")
+    criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(seed)
     device = get_device(ngpu)
     tokenizer = load_tokenizer(token_list)
@@ -173,7 +183,7 @@ def train_xe(
         max_epoch,
         model_conf,
         tokenizer.token_list,
-        best_criteria=[("cider_d", "max"), ("loss", "min")],
+        best_criteria=criteria,
         keep_nbest=keep_nbest,
         grad_clip=grad_clip,
         log_interval=log_interval,

@@ -66,6 +66,7 @@ xe_args=    # Extra arguments for caption_train, e.g. "--max_epoch 3".
 rl_algo=scst # RL algorithm(s), space-separated (e.g. "scst"); empty: no RL stage.
 rl_config=   # Config for RL training (empty: conf/train_<algo>.yaml).
 rl_args=     # Extra arguments for caption_rl_train.
+rl_init_tag= # Start RL from this RL experiment of the XE dir (its ${inference_model}) instead of the XE model: staged training, e.g. seed 004's XE -> REINFORCE+ -> multitask.
 
 # Training seeds
 seeds= # Seeds, space-separated (e.g. "0 1 2"): stages 5-9 run once per seed into <tag>_seed<N> dirs (--seed N) and RESULTS.md shows mean ± std; empty: one run with the configs' seed.
@@ -78,10 +79,12 @@ decode_tag=    # Suffix of the decode directory (empty: derived from config, arg
 decode_config= # Config for decoding (e.g. conf/decode.yaml).
 decode_args=   # Extra arguments for caption_decode, e.g. "--beam_size 3".
 inference_model=valid.cider_d.best.pth # Model file (in the model dir) used for decoding.
-num_diversity_samples=5 # Sampled captions per clip for Div-1/Div-2/mBLEU-4 (seed 001); 0: none.
+xe_inference_model= # Model file of the XE dirs: RL init (stage 6), XE decodes and ensemble members; empty: ${inference_model}.
+num_diversity_samples=5 # Sampled captions per clip for Div-1/Div-2/mBLEU-4 and CIDEr-D (samples) (seed 001); 0: none.
+diversity_nbest= # N-best beam hypotheses per clip (a beam of width max(beam_size, N)) for Div-1/Div-2/mBLEU-4 (beams) (seed 001); 0: none; empty: --num_diversity_samples.
 
 # Ensemble related (seed 000 CRNN-E)
-ensemble_models= # Model files decoded as one word-level ensemble, space-separated; "all": ${inference_model} of every model dir of this run.
+ensemble_models= # Model files decoded as one word-level ensemble, space-separated; "all": the model file of every model dir of this run; "{seed_suffix}" in a path makes one ensemble per seed (replaced by _seed<N>, or by nothing without --seeds).
 ensemble_tag=    # Name of the ensemble dir under ${expdir} (empty: derived from the model files; with --seeds: ensemble_seed<N>).
 
 # Reference rows
@@ -146,6 +149,8 @@ Options:
     --rl_algo   # RL algorithm(s), space-separated (default="${rl_algo}").
     --rl_config # Config for RL training; empty: conf/train_<algo>.yaml (default="${rl_config}").
     --rl_args   # Extra arguments for caption_rl_train (default="${rl_args}").
+    --rl_init_tag # Start RL from <xe dir>/<rl_init_tag>[_seedN]/${inference_model} instead of the XE model; the new RL dir nests
+                  # there (staged training, e.g. seed 004: XE -> REINFORCE+ frozen encoder -> multitask) (default="${rl_init_tag}").
 
     # Training seeds
     --seeds # Seeds, e.g. "0 1 2": stages 5-9 once per seed into <tag>_seed<N> dirs; RESULTS.md gives mean ± std (default="${seeds}").
@@ -158,13 +163,18 @@ Options:
     --decode_config   # Config for decoding, required (default="${decode_config}").
     --decode_args     # Extra arguments for caption_decode (default="${decode_args}").
     --inference_model # Model file used for decoding (default="${inference_model}").
-    --num_diversity_samples # Sampled captions per clip for Div-1/Div-2/mBLEU-4; 0: none (default="${num_diversity_samples}").
+    --xe_inference_model # Model file of the XE dirs for RL init, XE decodes and ensembles; empty: --inference_model
+                         # (seed 000 selects XE models by BLEU-4: valid.bleu_4.best.pth) (default="${xe_inference_model}").
+    --num_diversity_samples # Sampled captions per clip for Div-1/Div-2/mBLEU-4 and CIDEr-D (samples); 0: none (default="${num_diversity_samples}").
+    --diversity_nbest # N-best beam hypotheses per clip for Div-1/Div-2/mBLEU-4 (beams); 0: none; empty: --num_diversity_samples (default="${diversity_nbest}").
 
     # Ensemble related (seed 000 CRNN-E)
     --ensemble_models # Model files decoded as a word-level ensemble into \${expdir}/<ensemble_tag>;
-                      # "all" = \${inference_model} of every model dir of this run (default="${ensemble_models}").
+                      # "all" = the model file of every model dir of this run; "{seed_suffix}" in a path makes
+                      # one ensemble per seed: replaced by _seed<N> (nothing without --seeds) (default="${ensemble_models}").
     --ensemble_tag    # Ensemble dir name; empty: ensemble_<model names joined by +>, or ensemble_<N>models_<md5>
-                      # when that is over 100 characters; with --seeds and "all": <tag or ensemble>_seed<N> (default="${ensemble_tag}").
+                      # when that is over 100 characters; with --seeds and "all": <tag or ensemble>_seed<N>; with
+                      # "{seed_suffix}": <tag or derived name><seed suffix> (default="${ensemble_tag}").
 
     # Reference rows
     --corpus_prior # Score the most frequent training caption as every clip's caption (default="${corpus_prior}").
@@ -195,6 +205,7 @@ fi
 . ./path.sh
 . ./cmd.sh
 
+diversity_nbest=${diversity_nbest:-${num_diversity_samples}}
 # Check required arguments
 for _opt in train_sets valid_set test_sets feats_config xe_config decode_config; do
     if [ -z "${!_opt}" ]; then
@@ -203,6 +214,9 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
         exit 2
     fi
 done
+if ! "${skip_train}" && [ "${stage}" -le 5 ] && [ "${stop_stage}" -ge 5 ] && [ ! -f "${xe_config}" ]; then
+    log "Error: XE config ${xe_config} not found (give --xe_config)"; exit 2
+fi
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 case "${word2vec}" in true|false) ;; *) log "Error: --word2vec must be true or false, got '${word2vec}'"; exit 2;; esac
@@ -221,7 +235,7 @@ if [ -n "${seeds}" ]; then
 fi
 # integer options, checked once here (a non-integer would make every stage test fail with
 # "integer expression expected" and the run exit 0 having done nothing)
-for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples; do
+for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples diversity_nbest; do
     case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
 done
 case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
@@ -254,22 +268,41 @@ if [ -z "${xe_tag}" ]; then
     fi
 fi
 rl_config_of() { if [ -n "${rl_config}" ]; then echo "${rl_config}"; else echo "conf/train_$1.yaml"; fi; }
+if ! "${skip_train}" && [ "${stage}" -le 6 ] && [ "${stop_stage}" -ge 6 ]; then
+    for _a in ${rl_algo}; do
+        [ -f "$(rl_config_of "${_a}")" ] || { log "Error: RL config $(rl_config_of "${_a}") not found (give --rl_config)"; exit 2; }
+    done
+fi
 rl_tag_of() { echo "$1_$(basename "$(rl_config_of "$1")" .yaml)$(sanitize "${rl_args}")"; }
+xe_inference_model=${xe_inference_model:-${inference_model}}
 # Seeds: "none" stands for one run with the configs' own seed and no name suffix.
 seed_list=${seeds:-none}
 seed_suffix() { if [ "$1" != none ]; then echo "_seed$1"; fi; }
 seed_opts() { if [ "$1" != none ]; then echo "--seed $1"; fi; }
 xe_exp_of() { echo "${expdir}/${xe_tag}$(seed_suffix "$1")"; }
-rl_exp_of() { echo "$(xe_exp_of "$1")/$(rl_tag_of "$2")$(seed_suffix "$1")"; }
+# rl_init_of <seed>: the model file RL starts from; RL dirs nest under the dir of that model
+rl_init_of() {
+    if [ -n "${rl_init_tag}" ]; then
+        echo "$(xe_exp_of "$1")/${rl_init_tag}$(seed_suffix "$1")/${inference_model}"
+    else
+        echo "$(xe_exp_of "$1")/${xe_inference_model}"
+    fi
+}
+rl_exp_of() { echo "$(dirname "$(rl_init_of "$1")")/$(rl_tag_of "$2")$(seed_suffix "$1")"; }
 model_dirs_of() {
     local _a
     xe_exp_of "$1"
     for _a in ${rl_algo}; do rl_exp_of "$1" "${_a}"; done
 }
 model_dirs=$(for _s in ${seed_list}; do model_dirs_of "${_s}"; done | paste -sd ' ' -)
-if [ -z "${decode_tag}" ]; then
-    decode_tag=$(basename "${decode_config}" .yaml)$(sanitize "${decode_args}")_model_${inference_model%.pth}
-fi
+# model_file_of <model dir> <seed>: the XE dirs decode (and start RL from) ${xe_inference_model}
+model_file_of() {
+    if [ "$1" = "$(xe_exp_of "$2")" ]; then echo "$1/${xe_inference_model}"; else echo "$1/${inference_model}"; fi
+}
+decode_tag_of() {
+    if [ -n "${decode_tag}" ]; then echo "${decode_tag}"; return; fi
+    echo "$(basename "${decode_config}" .yaml)$(sanitize "${decode_args}")_model_$(basename "$1" .pth)"
+}
 # Word-level ensembles, one "<dir>|<model>,<model>,..." entry each (one per seed for "all" with --seeds)
 ensemble_name_of() {
     # exp/xe_a/valid.cider_d.best.pth exp/xe_a/scst_b/valid.cider_d.best.pth -> ensemble_xe_a+xe_a-scst_b
@@ -277,6 +310,7 @@ ensemble_name_of() {
     for _m in "$@"; do
         _n=${_m#"${expdir}"/}
         _n=${_n%/"${inference_model}"}
+        _n=${_n%/"${xe_inference_model}"}
         _n=${_n%.pth}
         _names+=("$(sanitize "${_n//\//-}")")
     done
@@ -290,14 +324,24 @@ ensembles=()
 if [ "${ensemble_models}" = all ] && [ -n "${seeds}" ]; then
     for _s in ${seed_list}; do
         _files=()
-        for _dir in $(model_dirs_of "${_s}"); do _files+=("${_dir}/${inference_model}"); done
+        for _dir in $(model_dirs_of "${_s}"); do _files+=("$(model_file_of "${_dir}" "${_s}")"); done
         ensembles+=("${expdir}/${ensemble_tag:-ensemble}_seed${_s}|$(IFS=,; echo "${_files[*]}")")
+    done
+elif [[ "${ensemble_models}" == *"{seed_suffix}"* ]]; then
+    # shellcheck disable=SC2086  # one argument per model file
+    _tag=${ensemble_tag:-$(ensemble_name_of ${ensemble_models//\{seed_suffix\}/})}
+    for _s in ${seed_list}; do
+        _files=()
+        for _m in ${ensemble_models}; do _files+=("${_m//\{seed_suffix\}/$(seed_suffix "${_s}")}"); done
+        ensembles+=("${expdir}/${_tag}$(seed_suffix "${_s}")|$(IFS=,; echo "${_files[*]}")")
     done
 elif [ -n "${ensemble_models}" ]; then
     _files=()
     for _m in ${ensemble_models}; do
         if [ "${_m}" = all ]; then
-            for _dir in ${model_dirs}; do _files+=("${_dir}/${inference_model}"); done
+            for _s in ${seed_list}; do
+                for _dir in $(model_dirs_of "${_s}"); do _files+=("$(model_file_of "${_dir}" "${_s}")"); done
+            done
         else
             _files+=("${_m}")
         fi
@@ -311,11 +355,13 @@ for _s in ${seed_list}; do
     for _dir in $(model_dirs_of "${_s}"); do
         _sets=${test_sets}
         if [ "${_dir}" = "$(xe_exp_of "${_s}")" ]; then _sets+=" ${xe_test_sets}"; fi
-        decodes+=("${_dir}/${inference_model}|${_dir}/decode_${decode_tag}|${_sets}")
+        _model=$(model_file_of "${_dir}" "${_s}")
+        decodes+=("${_model}|${_dir}/decode_$(decode_tag_of "${_model}")|${_sets}")
     done
 done
 for _e in ${ensembles[@]+"${ensembles[@]}"}; do
-    decodes+=("${_e#*|}|${_e%%|*}/decode_${decode_tag}|${test_sets}")
+    _model=${_e#*|}
+    decodes+=("${_model}|${_e%%|*}/decode_$(decode_tag_of "${_model%%,*}")|${test_sets}")
 done
 prior_dir=
 if "${corpus_prior}"; then
@@ -447,12 +493,11 @@ if ! "${skip_train}"; then
 
     if [ ${stage} -le 6 ] && [ ${stop_stage} -ge 6 ]; then
         for _s in ${seed_list}; do
-            _xe_exp=$(xe_exp_of "${_s}")
             for algo in ${rl_algo}; do
                 _cfg=$(rl_config_of "${algo}")
                 _rl_exp=$(rl_exp_of "${_s}" "${algo}")
-                log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from ${_xe_exp}: ${_rl_exp} (log: ${_rl_exp}/train.log)"
-                [ -f "${_cfg}" ] || { log "Error: RL config ${_cfg} not found (give --rl_config)"; exit 1; }
+                log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from $(rl_init_of "${_s}"): ${_rl_exp} (log: ${_rl_exp}/train.log)"
+                [ -f "$(rl_init_of "${_s}")" ] || { log "Error: $(rl_init_of "${_s}") not found (train the model RL starts from first)"; exit 1; }
                 if [ "${_s}" = none ]; then
                     write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
                 else
@@ -462,7 +507,7 @@ if ! "${skip_train}"; then
                 # shellcheck disable=SC2086
                 ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
                     ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
-                        --init_param "${_xe_exp}/valid.cider_d.best.pth" \
+                        --init_param "$(rl_init_of "${_s}")" \
                         --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
                         --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
                         --token_list "${token_list}" --cider_df "${cider_df}" \
@@ -494,7 +539,7 @@ if ! "${skip_eval}"; then
                 log "Stage 8: Decoding ${dset} with ${_models//,/ }: ${_ddir}/${dset}"
                 scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
                     --decode_config "${decode_config}" --decode_args "${decode_args}" \
-                    --num_diversity_samples "${num_diversity_samples}" \
+                    --num_diversity_samples "${num_diversity_samples}" --nbest "${diversity_nbest}" \
                     "${_models}" "${dumpdir}/${feats_type}/${dset}" "${_ddir}/${dset}"
             done
         done

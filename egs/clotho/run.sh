@@ -2,9 +2,9 @@
 # Clotho v2.1 audio captioning: CRNN-GRU, XE then SCST (seed 000). Options: ./run.sh --help
 # Every model is also decoded with 5 sampled captions per clip (diversity columns of RESULTS.md),
 # and the models of the run (XE + each --rl_algo) are decoded as one word-level ensemble
-# (exp/ensemble_*). Seed 000 variants: --word2vec true (CRNN-W: Word2Vec-initialised decoder
-# embeddings, exp/xe_*_w2v); CRNN-E (ensemble of CRNN-B and CRNN-W): after both runs,
-#   ./run.sh --stage 8 --rl_algo "" --ensemble_models "exp/xe_train_xe_logmel_word/valid.cider_d.best.pth exp/xe_train_xe_logmel_word_w2v/valid.cider_d.best.pth"
+# (exp/ensemble_*). XE models are selected by validation BLEU-4 (seed 000), SCST by CIDEr-D.
+# Each seed paper's own system, e.g. CRNN-W/CRNN-E/CRNN-R of seed 000: ./run_preset.sh <preset>
+# (README.md: the presets, with a table per paper).
 # Several RL objectives in one go: --rl_algo "scst reinforce_plus sle ac mc_pg multitask".
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
@@ -25,6 +25,7 @@ done
     --train_sets "development" --valid_set validation --test_sets "evaluation" \
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \
+    --xe_inference_model valid.bleu_4.best.pth \
     --rl_algo scst \
     --decode_config conf/decode.yaml \
     --num_diversity_samples 5 \

@@ -4,6 +4,8 @@
 # stages 1-9 are the Clotho pipeline. XE, every RL objective and their word-level ensemble are
 # trained with 3 seeds; RESULTS.md gives mean ± std over the seeds, paired-bootstrap p-values of
 # each RL model against its XE model, the corpus prior and the "deaf" evaluation_deaf rows.
+# Each seed paper's own system (rows of RESULTS.md): ./run_preset.sh <preset> (see README.md).
+# Word2Vec (--word2vec true, the seed000_crnn_w presets) matches the decoder's 128-d embeddings.
 # Options: ./run.sh --help. Seed-sized models (slower):
 #   ./run.sh --feats_type logmel_seed --feats_config conf/feats_logmel_seed.yaml \
 #       --xe_config conf/tuning/train_xe_crnn_gru.yaml --rl_algo scst --rl_config conf/tuning/train_scst_crnn_gru.yaml
@@ -15,6 +17,7 @@ set -euo pipefail
     --nj 2 --inference_nj 2 \
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \
+    --word2vec_args "--vector_size 128" \
     --rl_algo "scst reinforce_plus sle ac mc_pg multitask" \
     --seeds "0 1 2" \
     --decode_config conf/decode.yaml \

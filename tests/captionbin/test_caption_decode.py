@@ -92,3 +92,29 @@ def test_ensemble_with_other_token_list_fails(setup):
     with pytest.raises(SystemExit) as e:
         main(["--feats_scp", scp, "--output_dir", str(tmp / "x")])
     assert e.value.code != 0
+
+
+def test_text_nbest(setup):
+    """--nbest N: N beam hypotheses per clip, ids <clip-id>#<rank>, #1 = text when beam_size >= N."""
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    common = ["--model_file", a, "--feats_scp", scp, "--max_len", "8"]
+    main(common + ["--output_dir", str(tmp / "b3"), "--beam_size", "3", "--nbest", "3"])
+    nbest = read_samples(tmp / "b3" / "text_nbest")
+    assert sorted(line.split(" ", 1)[0] for line in _lines(tmp / "b3" / "text_nbest")) == sorted(
+        f"{c}#{k}" for c in CLIPS for k in (1, 2, 3))
+    assert all(len(set(ns)) == 3 for ns in nbest.values())  # distinct hypotheses
+    text = dict(line.split(" ", 1) if " " in line else (line, "") for line in _lines(tmp / "b3" / "text"))
+    assert {c: ns[0] for c, ns in nbest.items()} == text
+    # greedy text: the N-best come from a beam of width N, the same as decoding with beam N
+    main(common + ["--output_dir", str(tmp / "g"), "--nbest", "3"])
+    assert (tmp / "g" / "text_nbest").read_text() == (tmp / "b3" / "text_nbest").read_text()
+    assert not (tmp / "b3" / "text_samples").exists()
+    # a wider beam than N: its N best
+    main(common + ["--output_dir", str(tmp / "b5"), "--beam_size", "5", "--nbest", "2"])
+    assert all(len(ns) == 2 for ns in read_samples(tmp / "b5" / "text_nbest").values())
+    main(common + ["--output_dir", str(tmp / "none")])
+    assert not (tmp / "none" / "text_nbest").exists()
+    with pytest.raises(SystemExit) as e:
+        main(common + ["--output_dir", str(tmp / "bad"), "--nbest", "-1"])
+    assert e.value.code == 1

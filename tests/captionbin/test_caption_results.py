@@ -44,6 +44,7 @@ def exp(tmp_path):
     no_spice = dict(FULL, SPICE=None, SPIDEr=None)
     no_spice["skipped"] = {"SPICE": "Stanford CoreNLP jars not found", "SPIDEr": "needs SPICE"}
     _write(exp, "xe_train_xe_logmel_word/scst_train_scst", "decode_model_valid.cider_d.best", "evaluation", FULL)
+    (exp / "xe_train_xe_logmel_word/scst_train_scst/config.yaml").write_text("rl_algo: scst\nreward: cider_d:1.0\n")
     _write(exp, "xe_train_xe_logmel_word", "decode_model_valid.cider_d.best", "validation", no_spice)
     _write(exp, "xe_train_xe_logmel_word", "decode_model_valid.cider_d.best", "evaluation", FULL)
     # Things that must be ignored: stats dir, a score.json not in a decode dir.
@@ -94,7 +95,7 @@ def test_results_md(exp, tmp_path):
     assert cells[METRIC_KEYS.index("SPICE")].strip() == cells[METRIC_KEYS.index("SPIDEr")].strip() == "skipped"
     assert cells[METRIC_KEYS.index("CIDEr-D")].strip() == "0.457"
     assert rows[1].endswith("| 1 | Xu et al. 2020 (seed 000), XE |")
-    assert rows[2].endswith("| 1 | Rennie et al. 2017; Xu et al. 2020 |")
+    assert rows[2].endswith("| 1 | Rennie et al. 2017; Xu et al. 2020, reward CIDEr-D |")
     assert "## Significance" not in text  # no per_clip.json: no bootstrap
     assert "- SPICE: Stanford CoreNLP jars not found (xe_train_xe_logmel_word" in text
     assert "- SPIDEr: needs SPICE" in text
@@ -109,6 +110,10 @@ def test_null_without_reason(tmp_path):
     _write(exp, "m", "t", "s", {k: None for k in METRIC_KEYS})
     text = format_results(collect_scores(exp))
     assert "- BLEU-1: no value and no reason given in score.json (all rows)" in text
+    _write(exp, "m", "t2", "s", {"BLEU-1": 0.5})  # a score.json from before a column existed
+    text = format_results(collect_scores(exp))
+    assert "- Div-1 (beams): not in score.json (scored before this metric existed; re-run the scoring stage) " \
+        "(m t2 s)" in text
 
 
 def test_bad_score_file_names_file(tmp_path):
@@ -150,8 +155,33 @@ def test_model_algorithm_and_paper():
     assert model_algorithm(f"{XE}/mc_pg_x") == "mc_pg" and model_algorithm(f"{XE}/ac_x") == "ac"
     assert model_algorithm("ensemble_seed2") == "ensemble" and model_algorithm("corpus_prior") == "corpus_prior"
     assert model_algorithm("baseline_x") is None and model_paper("baseline_x") == ""
-    assert model_paper(f"{XE}/sle_x") == "Chen & Jin 2020 (SLE)"
-    assert model_paper(f"{XE}/multitask_x") == "Li & Gong 2019 (multitask)"
+    cider = {"reward": "cider_d:1.0"}
+    assert model_paper(f"{XE}/sle_x", cider) == "Chen & Jin 2020 (SLE), reward CIDEr-D"
+    assert model_paper(f"{XE}/multitask_x", cider) == "Li & Gong 2019 (multitask), reward CIDEr-D"
+    assert model_paper(f"{XE}/mc_pg_x", {"reward": "spider"}) == "Liu et al. 2017 (MC-PG), reward SPIDEr"
+    assert model_paper(f"{XE}/scst_x", {"reward": "cider_d_batch:1,bleu_4:0.5"}) == (
+        "Rennie et al. 2017; Xu et al. 2020, reward CIDEr-D with per-batch IDF + 0.5 BLEU-4")
+    # never implicit: a reward missing from the config is said so
+    assert model_paper(f"{XE}/sle_x") == "Chen & Jin 2020 (SLE), reward not recorded (no reward: in config.yaml)"
+    assert model_paper(f"{XE}/scst_x", {"reward": "x:1"}) == "Rennie et al. 2017; Xu et al. 2020, reward x:1"
+    # actor-critic: the metric reward (A2C with Shi et al.'s value network) or seed 002's embedding reward
+    a2c = "A2C, CIDEr-D reward (Shi et al. value network)"
+    assert model_paper(f"{XE}/ac_x", cider) == model_paper(f"{XE}/ac_x", dict(cider, ac_reward="metric")) == a2c
+    for key in ("ac_reward", "reward_type"):
+        emb = dict(cider, **{key: "embedding"})
+        assert model_paper(f"{XE}/ac_x", emb) == "Shi et al. (actor-critic, embedding reward)"
+    assert model_paper(f"{XE}_seed0", cider) == "Xu et al. 2020 (seed 000), XE"  # no reward for XE models
+
+
+def test_paper_reads_config_yaml(tmp_path):
+    exp = tmp_path / "exp"
+    _write(exp, "xe_a/ac_b", "t", "s", FULL)
+    (exp / "xe_a/ac_b/config.yaml").write_text("rl_algo: ac\nreward: cider_d:1.0\nac_reward: embedding\n")
+    assert _table(format_results(collect_scores(exp)))[("xe_a/ac_b", "s")]["paper"] == (
+        "Shi et al. (actor-critic, embedding reward)")
+    (exp / "xe_a/ac_b/config.yaml").write_text("- not a mapping\n")
+    with pytest.raises(ValueError, match="config.yaml: expected a YAML mapping"):
+        collect_scores(exp)
 
 
 def _run_tree(exp, seeds=(0, 1, 2), per_clip=True):
@@ -173,6 +203,8 @@ def _run_tree(exp, seeds=(0, 1, 2), per_clip=True):
             for dset in ("evaluation", "evaluation_deaf"):
                 score = dict(FULL, **{"CIDEr-D": float(np.mean(cider)), "BLEU-1": 0.5 + 0.01 * seed})
                 path = _write(exp, model, TAG, dset, score)
+                if "/" in model:
+                    (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
                 if per_clip:
                     obj = {"CIDEr-D": dict(zip(CLIPS, cider.tolist())), "ROUGE-L": {c: 0.3 for c in CLIPS}}
                     path.with_name("per_clip.json").write_text(json.dumps(obj))
@@ -204,7 +236,7 @@ def test_seed_rows_are_merged(tmp_path):
     assert xe["CIDEr-D"] == f"{np.mean(ciders):.3f} ± {np.std(ciders, ddof=1):.3f}"
     assert xe["Vocab"] == "skipped"  # Vocab absent from these score files
     scst = table[(f"{XE}/scst_train_scst_small", "evaluation_deaf")]
-    assert scst["seeds"] == "3" and scst["paper"] == "Rennie et al. 2017; Xu et al. 2020"
+    assert scst["seeds"] == "3" and scst["paper"] == "Rennie et al. 2017; Xu et al. 2020, reward CIDEr-D"
     assert table[("ensemble", "evaluation")]["paper"] == "Xu et al. 2020 (word-level ensemble)"
     prior = table[("corpus_prior", "evaluation")]
     assert prior["seeds"] == "1" and prior["SPICE"] == "skipped" and prior["paper"] == "most frequent training caption"
@@ -274,3 +306,31 @@ def test_significance_needs_per_clip_of_both(tmp_path, capsys):
     assert e.value.code == 1
     err = capsys.readouterr().err
     assert str(xe_file) in err and str(rl_dir / "per_clip.json") in err
+
+
+def test_significance_pairs_staged_rl_and_xe_decoded_with_another_model_file(tmp_path):
+    """Seed 000's XE models are decoded with valid.bleu_4.best.pth and their RL models with
+    valid.cider_d.best.pth (same decode config); seed 004's multitask nests under REINFORCE+.
+    Both are compared with the XE model at the root of their dirs."""
+    from captionlib.metrics.results import collect_significance, decode_config_of
+
+    assert decode_config_of("decode_greedy_model_valid.bleu_4.best") == "decode_greedy"
+    exp = tmp_path / "exp"
+    rng = np.random.default_rng(1)
+    xe = rng.gamma(2.0, 0.2, size=len(CLIPS))
+    models = {
+        ("xe_w", "decode_greedy_model_valid.bleu_4.best"): xe,
+        ("xe_w/scst_p", "decode_greedy_model_valid.cider_d.best"): xe + 0.2,
+        ("xe_w/reinforce_plus_f", "decode_greedy_model_valid.cider_d.best"): xe + 0.1,
+        ("xe_w/reinforce_plus_f/multitask_m", "decode_greedy_model_valid.cider_d.best"): xe + 0.3,
+        ("xe_w/sle_s", "decode_beam3_model_valid.cider_d.best"): xe + 0.3,  # no XE decode of that config
+    }
+    for (model, tag), cider in models.items():
+        path = _write(exp, model, tag, "evaluation", dict(FULL, **{"CIDEr-D": float(np.mean(cider))}))
+        path.with_name("per_clip.json").write_text(json.dumps({"CIDEr-D": dict(zip(CLIPS, cider.tolist()))}))
+        if "/" in model:
+            (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
+    sigs = {s.model: s for s in collect_significance(collect_scores(exp), num_resamples=200)}
+    assert set(sigs) == {"xe_w/scst_p", "xe_w/reinforce_plus_f", "xe_w/reinforce_plus_f/multitask_m"}
+    assert all(s.baseline == "xe_w" for s in sigs.values())
+    assert abs(sigs["xe_w/reinforce_plus_f/multitask_m"].results[0].delta - 0.3) < 1e-9

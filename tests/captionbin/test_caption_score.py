@@ -135,3 +135,24 @@ def test_per_clip_json_means_equal_corpus_scores(files):
     main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec / "score.json"),
           "--metrics", "bleu_4"])
     assert json.loads((dec / "per_clip.json").read_text()) == {}
+
+
+def test_cider_of_samples_equals_pycocoevalcap_runs(files):
+    """--hyp_samples: CIDEr-D (samples) = mean over k of pycocoevalcap's PTB + Cider on sample k."""
+    if shutil.which("java") is None:
+        pytest.skip("the PTB tokenizer needs Java")
+    d, dec = files
+    samples = {c: [h, "A machine, whining!", "Birds are chirping."] for c, h in HYPS.items()}
+    _write(dec / "text_samples", [f"{c}#{k + 1} {x}" for c, xs in samples.items() for k, x in enumerate(xs)])
+    main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec / "score.json"),
+          "--metrics", "cider_d", "--hyp_samples", str(dec / "text_samples")])
+    score = json.loads((dec / "score.json").read_text())
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    tok = PTBTokenizer()
+    gts = tok.tokenize({c: [{"caption": x} for x in xs] for c, xs in CAPS.items()})
+    runs = [Cider().compute_score(gts, tok.tokenize({c: [{"caption": xs[k]}] for c, xs in samples.items()}))[0]
+            for k in range(3)]
+    assert score["CIDEr-D (samples)"] == pytest.approx(np.mean(runs), abs=1e-6)
+    assert score["Div-1 (beams)"] is None and "--nbest" in score["skipped"]["Div-1 (beams)"]

@@ -1,6 +1,7 @@
 """Shell-level checks of the recipes (egs/) and an end-to-end run of egs/mini_clotho."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
+import yaml
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +144,22 @@ def test_caption_sh_rejects_bad_usage():
     r = _run(["./run.sh", "--stage", "100"], cwd=d)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Successfully finished" in r.stdout
+    # missing configs are named before anything runs
+    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst", "--rl_config", "conf/nope.yaml"], cwd=d)
+    assert r.returncode == 2 and "RL config conf/nope.yaml not found" in r.stdout + r.stderr
+    r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--xe_config", "conf/nope.yaml"], cwd=d)
+    assert r.returncode == 2 and "XE config conf/nope.yaml not found" in r.stdout + r.stderr
+    # presets: an unknown name is refused with the list, options the preset sets are refused,
+    # and every config a preset names exists in every recipe that has the presets
+    r = _run(["./run_preset.sh", "seed999"], cwd=d)
+    assert r.returncode == 1 and "presets: seed000_crnn_b" in r.stderr
+    r = _run(["./run_preset.sh", "seed004_multitask", "--rl_args", "--max_epoch 1"], cwd=d)
+    assert r.returncode == 1 and "--rl_args is set by the preset" in r.stderr
+    confs = set(re.findall(r"conf/[a-z_0-9]+\.yaml", (EGS / "TEMPLATE" / "run_preset.sh").read_text()))
+    assert "conf/train_scst_pairs.yaml" in confs and "conf/train_ac_embedding.yaml" in confs
+    for recipe in RECIPES:
+        if (EGS / recipe / "run_preset.sh").exists():
+            assert all((EGS / recipe / c).is_file() for c in confs), (recipe, confs)
 
 
 @needs_utils
@@ -282,6 +301,25 @@ def test_mini_clotho_end_to_end(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
     assert "already decoded" in r.stdout and "already scored" in r.stdout
     assert (d / "RESULTS.md").read_text() == results
+
+    # The staged seed 004 preset: REINFORCE+ with the encoder frozen, then multitask from it
+    # (nested under it); the XE model is reused (its training is complete).
+    r = _run(["./run_preset.sh", "seed004_multitask", "--stage", "6"], cwd=d, timeout=1200)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    xe_dir = d / "exp" / xe_rows[0]
+    frozen = xe_dir / "reinforce_plus_train_reinforce_plus_frozen"
+    staged = frozen / "multitask_train_multitask"
+    conf = yaml.safe_load((staged / "config.yaml").read_text())
+    assert conf["init_param"] == f"exp/{xe_rows[0]}/reinforce_plus_train_reinforce_plus_frozen/valid.cider_d.best.pth"
+    assert yaml.safe_load((frozen / "config.yaml").read_text())["freeze_encoder"] is True
+    xe_enc = torch.load(xe_dir / "valid.cider_d.best.pth", weights_only=False)["model"]
+    rl_enc = torch.load(frozen / "valid.cider_d.best.pth", weights_only=False)["model"]
+    enc_keys = [k for k in xe_enc if k.startswith("encoder.")]
+    assert enc_keys and all(torch.equal(xe_enc[k], rl_enc[k]) for k in enc_keys)
+    rows = _results_rows((d / "RESULTS.md").read_text())
+    assert (f"{xe_rows[0]}/reinforce_plus_train_reinforce_plus_frozen/multitask_train_multitask", "evaluation") in rows
+    # every XE model file is written whatever the selection criterion
+    assert all((xe_dir / f"valid.{m}.best.pth").is_file() for m in ("cider_d", "bleu_4", "loss"))
 
 
 # ------------------------------------------------------------------ soundscapes, small configuration

@@ -6,7 +6,8 @@
 # Shards <feats_dir>/feats.scp with utils/split_scp.pl into <decode_dir>/log/keys.JOB.scp, runs
 # captionbin.caption_decode under "${cmd} JOB=1:N", and merges output.*/text into <decode_dir>/text
 # (and output.*/text_samples into <decode_dir>/text_samples with --num_diversity_samples N > 0:
-# N sampled captions per clip, ids <clip-id>#<k>, for Div-1/Div-2/mBLEU-4).
+# N sampled captions per clip, ids <clip-id>#<k>, for Div-1/Div-2/mBLEU-4; and output.*/text_nbest
+# into <decode_dir>/text_nbest with --nbest N > 0: the N best beam hypotheses, ids <clip-id>#<rank>).
 # <model-file> may be a comma-separated list: the models are decoded as a word-level ensemble.
 # A .done marker newer than the model file(s) and holding the same options makes re-running a
 # finished decode a no-op.
@@ -24,6 +25,7 @@ python=python3    # Python command.
 decode_config=    # Config for caption_decode (required).
 decode_args=      # Extra arguments for caption_decode.
 num_diversity_samples=0 # N > 0: also write text_samples with N sampled captions per clip.
+nbest=0           # N > 0: also write text_nbest with the N best beam hypotheses per clip.
 
 help_message=$(cat << EOF
 Usage: $0 [options] <model-file>[,<model-file>...] <feats-dir> <decode-dir>
@@ -39,6 +41,7 @@ Options:
   --decode_config # Config for caption_decode (required).
   --decode_args   # Extra arguments for caption_decode (default="${decode_args}").
   --num_diversity_samples # Sampled captions per clip for diversity metrics; 0: none (default="${num_diversity_samples}").
+  --nbest         # N-best beam hypotheses per clip for diversity metrics; 0: none (default="${nbest}").
 EOF
 )
 
@@ -65,7 +68,7 @@ for f in "${model_files[@]}"; do
     model_opts+=(--model_file "${f}")
 done
 # The .done marker holds the options: a decode with other options is redone.
-_key="models=$1 decode_config=${decode_config} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples}"
+_key="models=$1 decode_config=${decode_config} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples} nbest=${nbest}"
 _done=false
 if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
     _done=true
@@ -81,7 +84,7 @@ fi
 _num=$(wc -l < "${feats_dir}/feats.scp")
 _nj=$((nj < _num ? nj : _num))
 mkdir -p "${logdir}"
-rm -rf "${dir}"/output.* "${dir}/text" "${dir}/text_samples" "${dir}/.done"
+rm -rf "${dir}"/output.* "${dir}/text" "${dir}/text_samples" "${dir}/text_nbest" "${dir}/.done"
 split_scps=()
 for n in $(seq "${_nj}"); do
     split_scps+=("${logdir}/keys.${n}.scp")
@@ -92,7 +95,7 @@ utils/split_scp.pl "${feats_dir}/feats.scp" "${split_scps[@]}"
 ${cmd} JOB=1:"${_nj}" "${logdir}/decode.JOB.log" \
     ${python} -m captionbin.caption_decode --config "${decode_config}" "${model_opts[@]}" \
         --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu 0 \
-        --num_diversity_samples "${num_diversity_samples}" ${decode_args}
+        --num_diversity_samples "${num_diversity_samples}" --nbest "${nbest}" ${decode_args}
 
 for n in $(seq "${_nj}"); do
     cat "${dir}/output.${n}/text"
@@ -103,15 +106,23 @@ if [ "${_hyp}" -ne "${_num}" ]; then
     log "Error: ${dir}/text has ${_hyp} lines but ${feats_dir}/feats.scp has ${_num} clips"
     exit 1
 fi
-if [ "${num_diversity_samples}" -gt 0 ]; then
+# merge_per_clip <name> <per clip>: merge output.*/<name> (<per clip> lines per clip) into <name>
+merge_per_clip() {
+    local n _lines
     for n in $(seq "${_nj}"); do
-        cat "${dir}/output.${n}/text_samples"
-    done | LC_ALL=C sort -k1,1 > "${dir}/text_samples"
-    _samples=$(wc -l < "${dir}/text_samples")
-    if [ "${_samples}" -ne $((_num * num_diversity_samples)) ]; then
-        log "Error: ${dir}/text_samples has ${_samples} lines, expected ${_num} clips x ${num_diversity_samples} samples"
+        cat "${dir}/output.${n}/$1"
+    done | LC_ALL=C sort -k1,1 > "${dir}/$1"
+    _lines=$(wc -l < "${dir}/$1")
+    if [ "${_lines}" -ne $((_num * $2)) ]; then
+        log "Error: ${dir}/$1 has ${_lines} lines, expected ${_num} clips x $2"
         exit 1
     fi
+}
+if [ "${num_diversity_samples}" -gt 0 ]; then
+    merge_per_clip text_samples "${num_diversity_samples}"
+fi
+if [ "${nbest}" -gt 0 ]; then
+    merge_per_clip text_nbest "${nbest}"
 fi
 echo "${_key}" > "${dir}/.done"
 log "Successfully finished. [elapsed=${SECONDS}s]"

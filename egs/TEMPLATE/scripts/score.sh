@@ -4,7 +4,8 @@
 # Score one decode dir against the references of a data dir with captionbin.caption_score:
 # writes <decode-dir>/score.json and result.txt (log: <decode-dir>/log/score.log).
 # When <decode-dir>/text_samples exists (caption_decode --num_diversity_samples), it is passed as
-# --hyp_samples: score.json then also has Div-1, Div-2 and mBLEU-4 (seed 001).
+# --hyp_samples: score.json then also has CIDEr-D (samples), Div-1, Div-2 and mBLEU-4 (seed 001);
+# likewise <decode-dir>/text_nbest (caption_decode --nbest) as --hyp_nbest: Div-1/Div-2/mBLEU-4 (beams).
 # A .score.done marker (holding the metric options) newer than <decode-dir>/text (and text_samples)
 # makes re-running a no-op.
 set -euo pipefail
@@ -51,7 +52,12 @@ if [ -f "${dir}/text_samples" ]; then
     samples_opts=(--hyp_samples "${dir}/text_samples")
     [ "${dir}/text_samples" -nt "${_newest}" ] && _newest=${dir}/text_samples
 fi
-_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]}"
+nbest_opts=()
+if [ -f "${dir}/text_nbest" ]; then
+    nbest_opts=(--hyp_nbest "${dir}/text_nbest")
+    [ "${dir}/text_nbest" -nt "${_newest}" ] && _newest=${dir}/text_nbest
+fi
+_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]}"
 if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${_newest}" ] \
         && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
     log "${dir} is already scored (remove ${dir}/.score.done to redo)"
@@ -63,6 +69,6 @@ rm -f "${dir}/.score.done"
 ${cmd} "${dir}/log/score.log" \
     ${python} -m captionbin.caption_score --ref_dir "${ref_dir}" --hyp "${dir}/text" --metrics "${metrics}" \
         --output "${dir}/score.json" ${spice_lib_dir:+--spice_lib_dir "${spice_lib_dir}"} \
-        ${samples_opts[@]+"${samples_opts[@]}"}
+        ${samples_opts[@]+"${samples_opts[@]}"} ${nbest_opts[@]+"${nbest_opts[@]}"}
 echo "${_key}" > "${dir}/.score.done"
 log "Successfully finished. [elapsed=${SECONDS}s]"

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from captionlib.decode.search import beam_search, greedy_search, sample
@@ -212,3 +213,23 @@ def test_draw_categorical_follows_the_softmax():
         p = torch.softmax(logits[0].double() / temperature, -1)
         assert freq[0] == 0  # probability 0 is never drawn
         assert bool((((freq - p).abs() / (p * (1 - p) / n).sqrt().clamp(min=1e-12))[1:] < 4.5).all()), (freq, p)
+
+
+def test_beam_nbest_is_ranked_and_starts_with_the_best():
+    # after "a": a .4, b .25, eos .35; after "b": eos. Beam 3, max_len 4 ends with
+    # [b eos] .4 > [a eos] .6*.35 = .21 > [a a a eos] .6*.4*.4 = .096 (eos forced at max_len)
+    first = _log([0.0, 0.6, 0.4, 0.0])
+    table = torch.stack([_log([0, 0.3, 0.3, 0.4]), _log([0, 0.4, 0.25, 0.35]), _log([0, 0, 0, 1.0]),
+                         _log([0, 0, 0, 1.0])])
+    m = TableModel(first, table, eos=3)
+    got = beam_search(m, torch.zeros(2, 1), beam_size=3, max_len=4, nbest=3)
+    assert got.shape == (2, 3, 4)
+    assert [[t for t in row if t] for row in got[1].tolist()] == [[2, 3], [1, 3], [1, 1, 1, 3]]
+    assert got[:, :2].tolist() == beam_search(m, torch.zeros(2, 1), beam_size=3, max_len=4, nbest=2).tolist()
+    model, v = ragged_captioner(3)
+    for k, lp in [(2, 0.0), (5, 0.7)]:
+        ranked = beam_search(model, v, k, 12, lp, nbest=k)
+        assert torch.equal(ranked[:, 0], beam_search(model, v, k, 12, lp))
+        assert all(len({tuple(r) for r in rows}) == k for rows in ranked.tolist())  # k distinct hypotheses
+    with pytest.raises(ValueError, match="nbest"):
+        beam_search(model, v, 2, 12, nbest=3)

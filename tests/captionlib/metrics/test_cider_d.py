@@ -148,3 +148,58 @@ def test_errors():
     with pytest.raises(ValueError, match="differ"):
         corpus_cider_d(refs, {"b": ["a"]})
     assert engine.score([], []).shape == (0,)
+
+
+# ----------------------------------------------------------------------------- per-batch IDF (seed 000)
+def test_batch_cider_d_equals_pycocoevalcap_on_the_batch(train_df_and_batch):
+    """Issue 10.6: the per-batch reward == ``Cider().compute_score`` called on the batch as
+    SCST code does (one gts/res entry per candidate, duplicated clips counted each time)."""
+    from captionlib.metrics.cider_d import batch_cider_d
+
+    _, refs, clip_ids, cands = train_df_and_batch
+    ours = batch_cider_d(refs, clip_ids, cands)
+    gts = {i: [" ".join(r) for r in refs[c]] for i, c in enumerate(clip_ids)}
+    res = {i: [" ".join(w)] for i, w in enumerate(cands)}
+    _, theirs = Cider().compute_score(gts, res)
+    assert ours.shape == (len(cands),)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    # the batch statistics differ from the train-set ones, and duplicates matter:
+    # one document per distinct clip would give other scores
+    assert np.abs(ours - CiderD(train_df_and_batch[0], refs=refs).score(clip_ids, cands)).max() > 1e-3
+    distinct = list(dict.fromkeys(clip_ids))
+    per_clip_docs = CiderD(DocumentFrequency.from_references({c: refs[c] for c in distinct}), refs=refs)
+    assert np.abs(ours - per_clip_docs.score(clip_ids, cands)).max() > 1e-3
+    assert batch_cider_d(refs, [], []).shape == (0,)
+    with pytest.raises(ValueError, match="clip ids"):
+        batch_cider_d(refs, clip_ids[:2], cands[:1])
+
+
+def test_reward_cider_d_batch(tmp_path, train_df_and_batch):
+    from captionlib.metrics.cider_d import batch_cider_d
+    from captionlib.rl.rewards import Reward, describe_reward
+
+    df, refs, clip_ids, cands = train_df_and_batch
+    df.save(str(tmp_path / "df.pkl"))
+    out = Reward("cider_d_batch:2,cider_d:1", refs, str(tmp_path / "df.pkl"))(clip_ids, cands)
+    np.testing.assert_array_equal(out["cider_d_batch"], batch_cider_d(refs, clip_ids, cands))
+    np.testing.assert_allclose(out["reward"], 2 * out["cider_d_batch"] + out["cider_d"], rtol=0, atol=1e-12)
+    assert describe_reward("cider_d_batch:2,cider_d:1") == "2 CIDEr-D with per-batch IDF + CIDEr-D"
+    assert describe_reward("cider_d:1.0") == "CIDEr-D"
+
+
+def test_mean_cider_d_of_sets_equals_mean_of_pycocoevalcap_runs():
+    """Seed 001's CIDEr of 5 samples: each sample set scored as a test run, then averaged."""
+    from captionlib.metrics.cider_d import mean_cider_d_of_sets
+
+    refs, hyps = eval_parity_set()
+    clips = list(refs)[:300]
+    refs = {c: refs[c] for c in clips}
+    rng = np.random.default_rng(2)
+    sets = {c: [hyps[c], hyps[clips[int(rng.integers(len(clips)))]], refs[c][0][:3]] for c in clips}
+    mean, per = mean_cider_d_of_sets(refs, sets)
+    gts = {c: [" ".join(r) for r in refs[c]] for c in clips}
+    runs = [Cider().compute_score(gts, {c: [" ".join(sets[c][k])] for c in clips}) for k in range(3)]
+    assert mean == pytest.approx(np.mean([m for m, _ in runs]), abs=1e-6)
+    np.testing.assert_allclose([per[c] for c in clips], np.mean([s for _, s in runs], axis=0), rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="no caption"):
+        mean_cider_d_of_sets(refs, dict(sets, **{clips[0]: []}))

@@ -9,6 +9,8 @@ from captionbin.caption_score import main as score_main
 from captionlib.metrics.diversity import diversity_metrics
 from captionlib.metrics.results import METRIC_KEYS
 from captionlib.metrics.scorer import (
+    NBEST_DIVERSITY_KEYS,
+    SAMPLE_CIDER_KEY,
     SCORE_KEYS,
     compute_caption_scores,
     format_result,
@@ -24,6 +26,10 @@ HYPS = {"c1": "a dog barks", "c2": "rain falls on a roof"}
 SAMPLES = {
     "c1": ["a dog barks", "a dog barks loudly", "the cat meows", "a dog barks", "dogs bark in a yard"],
     "c2": ["rain falls", "rain falls on a roof", "water drips", "heavy rain", "rain falls"],
+}
+NBEST = {
+    "c1": ["a dog barks", "a dog is barking", "a dog barks loudly"],
+    "c2": ["rain falls on a roof", "rain falls on the roof", "rain falls"],
 }
 FAST = "bleu,rouge_l,cider_d"  # no METEOR/SPICE: keeps the test Java-free except PTB tokenizing
 
@@ -45,18 +51,43 @@ def test_diversity_keys_with_samples():
 
 def test_diversity_null_with_reason_without_samples():
     out = compute_caption_scores(REFS, HYPS, metrics=FAST, java="no-such-java")
-    for k in ["Div-1", "Div-2", "mBLEU-4"]:
+    for k in ["Div-1", "Div-2", "mBLEU-4", SAMPLE_CIDER_KEY]:
         assert out[k] is None and "--num_diversity_samples" in out["skipped"][k]
+    for k in NBEST_DIVERSITY_KEYS:
+        assert out[k] is None and "--nbest" in out["skipped"][k]
     assert out["Vocab"] == 7  # always computed from the 1-best captions
 
 
 def test_samples_must_cover_the_clips():
     with pytest.raises(ValueError, match="sampled captions must cover"):
         compute_caption_scores(REFS, HYPS, metrics=FAST, hyp_samples={"c1": SAMPLES["c1"]}, java="no-such-java")
+    with pytest.raises(ValueError, match="N-best beam hypotheses must cover"):
+        compute_caption_scores(REFS, HYPS, metrics=FAST, hyp_nbest={"c2": NBEST["c2"]}, java="no-such-java")
     one = {c: ss[:1] for c, ss in SAMPLES.items()}
     out = compute_caption_scores(REFS, HYPS, metrics=FAST, hyp_samples=one, java="no-such-java")
     assert out["mBLEU-4"] is None and "at least 2" in out["skipped"]["mBLEU-4"]
     assert out["Div-1"] is not None
+
+
+def test_cider_of_samples_and_diversity_of_beams():
+    """Seed 001 table 4: CIDEr-D averaged over the samples; Div-1/2, mBLEU-4 over the N-best beams."""
+    from pycocoevalcap.cider.cider import Cider
+
+    out = compute_caption_scores(REFS, HYPS, metrics=FAST, hyp_samples=SAMPLES, hyp_nbest=NBEST,
+                                 java="no-such-java")
+    # 5 samples for every clip: the mean of 5 ordinary CIDEr-D scorings, one per sample index
+    runs = [Cider().compute_score(REFS, {c: [SAMPLES[c][k]] for c in REFS})[0] for k in range(5)]
+    assert out[SAMPLE_CIDER_KEY] == pytest.approx(sum(runs) / 5, abs=1e-9)
+    assert out[SAMPLE_CIDER_KEY] != pytest.approx(out["CIDEr-D"])
+    expected = diversity_metrics({c: [s.split() for s in ss] for c, ss in NBEST.items()})
+    for key, name in zip(NBEST_DIVERSITY_KEYS, ["Div-1", "Div-2", "mBLEU-4"]):
+        assert out[key] == pytest.approx(expected[name]) and key not in out["skipped"]
+    assert out["Div-1"] != out["Div-1 (beams)"]  # the sample columns stay the samples'
+    text = format_result(out)
+    assert "Div-1 (beams) " in text and "CIDEr-D (samples) " in text
+    one = compute_caption_scores(REFS, HYPS, metrics=FAST, hyp_nbest={c: ns[:1] for c, ns in NBEST.items()},
+                                 java="no-such-java")
+    assert one["mBLEU-4 (beams)"] is None and "at least 2 beam hypotheses" in one["skipped"]["mBLEU-4 (beams)"]
 
 
 def test_read_samples(tmp_path):
@@ -93,11 +124,15 @@ def test_score_json_and_results_md(tmp_path):
             (dec / "text_samples").write_text(
                 "".join(f"{c}#{k + 1} {s}\n" for c, ss in SAMPLES.items() for k, s in enumerate(ss)))
             args += ["--hyp_samples", str(dec / "text_samples")]
+        if model == "xe_a":
+            (dec / "text_nbest").write_text(
+                "".join(f"{sample_id(c, k + 1)} {s}\n" for c, ns in NBEST.items() for k, s in enumerate(ns)))
+            args += ["--hyp_nbest", str(dec / "text_nbest")]
         score_main(args)
         score = json.loads((dec / "score.json").read_text())
-        for k in ["Div-1", "Div-2", "mBLEU-4", "Vocab"]:
-            assert k in score
-        assert (score["Div-1"] is not None) == with_samples
+        assert list(score) == list(SCORE_KEYS) + ["skipped"]
+        assert (score["Div-1"] is not None) == (score[SAMPLE_CIDER_KEY] is not None) == with_samples
+        assert (score["Div-1 (beams)"] is not None) == (model == "xe_a")
 
     # mismatched samples file: error naming it
     bad = exp / "xe_a" / "decode_greedy" / "eval" / "bad_samples"
@@ -111,13 +146,24 @@ def test_score_json_and_results_md(tmp_path):
     lines = out.read_text().splitlines()
     header = next(line for line in lines if line.startswith("| model"))
     cols = [c.strip() for c in header.split("|")[1:-1]]
-    assert cols[-6:-2] == ["Div-1", "Div-2", "mBLEU-4", "Vocab"] and cols[3:-2] == list(METRIC_KEYS)
+    assert cols[3:-2] == list(METRIC_KEYS)
+    assert cols[-10:-2] == ["CIDEr-D (samples)", "Div-1", "Div-2", "mBLEU-4", "Div-1 (beams)", "Div-2 (beams)",
+                            "mBLEU-4 (beams)", "Vocab"]
     table = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[1:-1]] for r in lines if r.startswith("| ")
              and not r.startswith("| model")}
     assert set(table) == set(rows)
     ens = dict(zip(cols, table["ensemble_xe_a+xe_a-scst_b"]))
     assert ens["Div-1"] == f"{json.loads((exp / 'xe_a/decode_greedy/eval/score.json').read_text())['Div-1']:.3f}"
     assert ens["Vocab"] == "7"
+    assert ens["Div-1 (beams)"] == "skipped" and ens["CIDEr-D (samples)"] != "skipped"
+    xe = dict(zip(cols, table["xe_a"]))
+    xe_score = json.loads((exp / "xe_a/decode_greedy/eval/score.json").read_text())
+    assert xe["mBLEU-4 (beams)"] == f"{xe_score['mBLEU-4 (beams)']:.3f}"
     scst = dict(zip(cols, table["xe_a/scst_b"]))
     assert scst["Div-1"] == "skipped" and scst["Vocab"] == "7"
     assert any(line.startswith("- Div-1: no sampled captions") for line in lines)
+    assert any(line.startswith("- Div-1 (beams): no N-best beam hypotheses") for line in lines)
+    # a mismatched N-best file: an error naming it
+    with pytest.raises(SystemExit):
+        score_main(["--ref_dir", str(d), "--hyp", str(exp / "xe_a/decode_greedy/eval/text"),
+                    "--output", str(tmp_path / "s.json"), "--metrics", FAST, "--hyp_nbest", str(bad)])

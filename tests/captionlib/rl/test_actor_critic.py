@@ -1,4 +1,5 @@
-"""ActorCritic and MonteCarloPG on a small real Captioner: shapes, warm-up, gradient flow."""
+"""ActorCritic and MonteCarloPG on a small real Captioner: shapes, warm-up, gradient flow; seed 002's
+embedding reward (hinge ranking loss, cosine reward) and separate value encoder."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,7 @@ import torch
 
 from captionlib.decode.search import sample
 from captionlib.rl.actor_critic import ActorCritic, ValueNetwork
+from captionlib.rl.embedding import AudioCaptionEmbedding, CaptionEncoder, FrameEncoder, ranking_loss
 from captionlib.rl.mc_pg import MonteCarloPG, rollouts
 from captionlib.text.tokenizer import Tokenizer
 from rl_doubles import TOKENS, WordSetReward, train_rewards
@@ -159,3 +161,153 @@ def test_bad_options():
         _ac(model, warmup_steps=-1)
     with pytest.raises(ValueError):
         MonteCarloPG(WordSetReward(), Tokenizer(TOKENS), hidden_size=16, num_rollouts=0)
+
+
+# ---- seed 002's embedding reward and separate value encoder ------------------------------------
+
+AC_STATS = STATS | {"value_loss", "warmup", "sample_len"}
+N_MELS = 64
+
+
+class RefsReward(WordSetReward):
+    """:class:`WordSetReward` with train references (what the embedding is trained on)."""
+
+    refs = {"c0": [["a", "dog", "barks"]], "c1": [["rain", "falls"], ["rain"]], "c2": [["dog"]], "c3": [["falls"]]}
+
+
+def _seed002(model, warmup_steps=2, **kw):
+    kw = {"reward_type": "embedding", "value_encoder": "separate", "n_mels": N_MELS, "embedding_size": 16,
+          "critic_size": 16, **kw}
+    return ActorCritic(
+        RefsReward(), Tokenizer(TOKENS), vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
+        warmup_steps=warmup_steps, max_len=6, **kw,
+    )
+
+
+def test_ranking_loss_hand_computed():
+    # cosines s_ij = cos(audio_i, caption_j): [[1, 0.6], [0, 0.8]] (the norms do not matter)
+    audio, caps = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 0.0], [3.0, 4.0]])
+    # margin 0.3: only clip 0 against caption 1: 0.3 - 0.8 + 0.6 = 0.1; / 2 pairs
+    assert ranking_loss(audio, caps, 0.3).item() == pytest.approx(0.05)
+    # margin 0.6: also caption 1 against clip 0: 0.6 - 1 + 0.6 = 0.2; (0.4 + 0.2) / 2
+    assert ranking_loss(audio, caps, 0.6).item() == pytest.approx(0.3)
+    # pairs marked as the same clip are not negatives
+    assert ranking_loss(audio, caps, 0.6, same=torch.ones(2, 2, dtype=torch.bool)).item() == 0.0
+    assert ranking_loss(audio[:1], caps[:1], 0.6).item() == 0.0  # no negative at all
+
+
+def test_embedding_encoders_ignore_padding():
+    torch.manual_seed(0)
+    emb = AudioCaptionEmbedding(N_MELS, len(TOKENS), 16)
+    feats = torch.randn(1, 10, N_MELS)
+    padded = torch.cat([feats, torch.randn(1, 5, N_MELS)], 1)
+    a, b = emb.embed_audio(feats, torch.tensor([10])), emb.embed_audio(padded, torch.tensor([10]))
+    assert a.shape == (1, 16) and torch.allclose(a, b, atol=1e-6) and a.norm().item() == pytest.approx(1.0)
+    c = emb.embed_captions(torch.tensor([[3, 4, 7, 0], [3, 4, 7, 5]]), torch.tensor([3, 3]))
+    assert c.shape == (2, 16) and torch.allclose(c[0], c[1], atol=1e-6)
+    assert isinstance(emb.audio, FrameEncoder) and isinstance(emb.caption, CaptionEncoder)
+
+
+def test_reference_tokens_draw_a_reference_and_append_eos():
+    model = _model()
+    obj = _seed002(model)
+    tokens, lens = obj.reference_tokens(["c0", "c2", "c1"], torch.device("cpu"))
+    eos = model.eos_id
+    assert tokens.tolist()[:2] == [[2, 3, 4, eos], [3, eos, 0, 0]] and lens.tolist()[:2] == [4, 2]
+    assert tokens[2].tolist() in ([5, 6, eos, 0], [5, eos, 0, 0])
+
+
+@pytest.mark.parametrize("value_encoder", ["shared", "separate"])
+def test_embedding_reward_warmup_then_joint_training(value_encoder):
+    model = _model()
+    obj = _seed002(model, warmup_steps=1, value_encoder=value_encoder)
+    model.train()
+    obj.train()
+    for step in range(2):
+        model.zero_grad()
+        obj.zero_grad()
+        actor, own_loss, stats = obj.losses(model, _batch(4))
+        assert AC_STATS | {"embedding_loss"} <= set(stats)
+        assert -1.0 <= stats["reward"] <= 1.0 and stats["embedding_loss"] >= 0.0
+        own_loss.backward(retain_graph=True)
+        assert not _grads(model.parameters()), "the critic and embedding losses do not reach the captioner"
+        assert _grads(obj.critic.parameters()) and _grads(obj.embedding.parameters())
+        if value_encoder == "separate":
+            assert _grads(obj.value_encoder.parameters())
+        if step == 0:
+            assert stats["warmup"] == 1.0 and not actor.requires_grad
+        else:
+            actor.backward()
+            assert stats["warmup"] == 0.0 and _grads(model.decoder.parameters())
+    assert obj.reward.calls == [], "the metric reward is not used"
+
+
+def test_embedding_reward_is_the_cosine_of_the_sampled_caption():
+    model = _model()
+    obj = _seed002(model, warmup_steps=0, num_samples=3)
+    clips, feats, lens = _batch(2)
+    torch.manual_seed(5)
+    _, _, stats = obj.losses(model, (clips, feats, lens))
+    torch.manual_seed(5)  # the same samples again
+    out = sample(model, model.encode(feats, lens).repeat_interleave(3, 0), 6)
+    with torch.no_grad():
+        audio = obj.embedding.embed_audio(feats, lens).repeat_interleave(3, 0)
+        r = (audio * obj.embedding.embed_captions(out.tokens, out.mask.sum(1).long())).sum(1)
+    assert stats["reward"] == pytest.approx(r.mean().item(), abs=1e-5)
+
+
+def test_ranking_loss_training_separates_the_clips():
+    model = _model()
+    obj = _seed002(model, warmup_steps=10 ** 6)
+    opt = torch.optim.Adam(obj.embedding.parameters(), lr=0.01)
+    losses = []
+    for _ in range(40):
+        _, own_loss, stats = obj.losses(model, _batch(4))
+        opt.zero_grad()
+        own_loss.backward()
+        opt.step()
+        losses.append(stats["embedding_loss"])
+    assert np.mean(losses[-5:]) < 0.3 * np.mean(losses[:5])
+
+
+def test_separate_value_encoder_state_dict_and_resume():
+    model = _model()
+    default_keys = set(_ac(model).state_dict())
+    assert {k.split(".")[0] for k in default_keys} == {"critic", "num_updates"}
+    obj = _seed002(model, warmup_steps=3)
+    keys = set(obj.state_dict())
+    assert {k.split(".")[0] for k in keys} == {"critic", "value_encoder", "embedding", "num_updates"}
+    # the critic reads its own encoder's output (critic_size 16), not the captioner's v
+    assert obj.critic.init.in_features == obj.value_encoder.output_size == 16
+    assert _ac(model).critic.init.in_features == model.encoder.output_size
+    obj.train()
+    for _ in range(2):
+        obj(model, _batch())
+    resumed = _seed002(model, warmup_steps=3)
+    resumed.load_state_dict(obj.state_dict())
+    assert int(resumed.num_updates) == 2 and resumed.in_warmup
+    for k, v in obj.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k])
+    resumed.train()
+    assert resumed(model, _batch())[1]["warmup"] == 1.0
+    assert resumed(model, _batch())[1]["warmup"] == 0.0
+
+
+def test_seed002_options_are_checked():
+    model = _model()
+    with pytest.raises(ValueError, match="reward_type"):
+        _ac(model, reward_type="cider")
+    with pytest.raises(ValueError, match="value_encoder"):
+        _ac(model, value_encoder="own")
+    with pytest.raises(ValueError, match="n_mels"):
+        _ac(model, value_encoder="separate")
+    with pytest.raises(ValueError, match="n_mels"):
+        _ac(model, reward_type="embedding")
+    with pytest.raises(ValueError, match="refs"):
+        _ac(model, reward_type="embedding", n_mels=N_MELS)  # WordSetReward has no references
+    with pytest.raises(ValueError, match="margin"):
+        _seed002(model, embedding_margin=-0.1)
+    obj = _seed002(model)
+    clips, feats, lens = _batch()
+    with pytest.raises(ValueError, match="feats"):
+        obj.losses_from_embedding(model, clips, model.encode(feats, lens))

@@ -22,16 +22,18 @@ Runs are seeded, hence deterministic.
 import math
 from typing import Callable, Dict
 
+import numpy as np
 import pytest
 import torch
 
 import captionlib.rl.policy_gradient as pg
+import captionlib.rl.sle as sle
 from captionlib.decode.search import sample
 from captionlib.rl.actor_critic import ActorCritic
 from captionlib.rl.mc_pg import MonteCarloPG
 from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss
 from captionlib.text.tokenizer import Tokenizer
-from tiny_policy import EOS, SEQUENCES, TOKENS, WORD_IDS, TableReward, TinyPolicy
+from tiny_policy import EOS, SEQUENCES, TOKENS, WORD_IDS, TableReward, TinyPolicy, words_of
 
 NUM_CLIPS = 2
 ROWS = 3000  # sampled captions per batch
@@ -346,5 +348,212 @@ def test_truncated_sampling_is_unbiased(setup):
     exact = model.flat_grad().clone()
     torch.manual_seed(9)
     est = estimates(model, lambda: reinforce_no_baseline(model, reward, tok, max_len=3))
+    s = check_unbiased(est, exact)
+    assert s["ok"], s
+
+
+# ---------------------------------------------------------------------------------------------
+# SLE (seed 001). The diversity term's estimator is checked exactly: the expectation of the
+# surrogate over all s-tuples of samples (40^s tuples per clip for the tiny policy) is a finite
+# sum, so its gradient must equal the exact gradient to rounding (float64), and a biased
+# baseline shows up as a precise factor rather than a statistical deviation.
+def sle_expected_loss(logp: torch.Tensor, dbar: torch.Tensor, s: int, alpha: float, diversity_baseline: str,
+                      rewards: torch.Tensor = None, greedy: torch.Tensor = None) -> torch.Tensor:
+    """Exact expectation of :func:`captionlib.rl.sle.sle_loss` over the s iid samples of each
+    clip, by enumeration.
+
+    Args:
+        logp: (C, N) log-probabilities of all N captions of each clip (differentiable).
+        dbar: (N, N) symmetric distances; rewards: (C, N) r(y) and greedy: (C,) the
+            self-critical baseline (zeros when None).
+
+    Every s-tuple t of captions of a clip is one "clip" of ``sle_loss``; its rows'
+    log-probabilities are multiplied by ``T * P(t)`` (detached, T = N^s tuples), so the
+    loss, a plain mean over the tuples, becomes ``sum_t P(t) loss(t)`` (then averaged over
+    the C clips), whose gradient is the expected gradient of the surrogate.
+    """
+    c, n = logp.shape
+    tuples = torch.cartesian_prod(*[torch.arange(n)] * s).view(-1, s)  # (T, s)
+    t = tuples.size(0)
+    seq_logp = logp[:, tuples]  # (C, T, s)
+    weight = (t * seq_logp.detach().sum(2).exp()).unsqueeze(2)
+    rows = (weight * seq_logp).reshape(-1, 1)
+    r = (rewards if rewards is not None else torch.zeros(c, n, dtype=logp.dtype))[:, tuples].reshape(c * t, s)
+    g = (greedy if greedy is not None else torch.zeros(c, dtype=logp.dtype)).repeat_interleave(t)
+    tuple_dbar = dbar[tuples.unsqueeze(2), tuples.unsqueeze(1)].repeat(c, 1, 1)  # (C * T, s, s)
+    loss, _ = sle.sle_loss(rows, torch.ones_like(rows), r, g, tuple_dbar, alpha, diversity_baseline)
+    return loss
+
+
+def expected_distance(logp: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Eq. 12's ``E_{y,y'} d(y, y')`` averaged over clips; logp (C, N), d (N, N) directed."""
+    p = logp.exp()
+    return torch.einsum("cy,yz,cz->c", p, d, p).mean()
+
+
+def grad_of(value: torch.Tensor, params) -> torch.Tensor:
+    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(value, params)])
+
+
+def tiny_caption_distances(distance: str = "bleu34_sum") -> torch.Tensor:
+    """Directed BLEU distances (40, 40) between all captions of the tiny policy (incl. the empty one)."""
+    return torch.as_tensor(sle.bleu_distances([list(words_of(q)) for q in SEQUENCES], distance), dtype=torch.float64)
+
+
+def _factor(est: torch.Tensor, exact: torch.Tensor) -> float:
+    return (torch.dot(est, exact) / exact.norm() ** 2).item()
+
+
+def _max_err(est: torch.Tensor, exact: torch.Tensor) -> float:
+    """Largest deviation relative to the largest gradient entry."""
+    return ((est - exact).abs().max() / exact.abs().max()).item()
+
+
+@pytest.mark.parametrize("s", [2, 3])
+def test_sle_diversity_estimator_exact_expectation(s):
+    """The expected diversity part of the surrogate (alpha = 0) over all 40^s sample tuples
+    equals minus the exact gradient of eq. 12's E_{y,y'} d(y, y') (averaged over 2 clips)
+    for ``leave_one_out``; the sec. 4.3 ``all_pairs`` baseline gives (s-1)(s-2)/s^2 times
+    it (0 for s = 2, 2/9 for s = 3). Gradients w.r.t. the tiny policy's parameters, float64."""
+    model = TinyPolicy(NUM_CLIPS, seed=0).double()
+    params = list(model.parameters())
+    d = tiny_caption_distances()
+    assert not torch.allclose(d, d.T)  # the brevity penalty makes d asymmetric: dbar is needed
+    dbar = (d + d.T) / 2
+    exact = grad_of(expected_distance(model.sequence_logp(), d), params)
+    loo = -grad_of(sle_expected_loss(model.sequence_logp(), dbar, s, 0.0, "leave_one_out"), params)
+    assert _max_err(loo, exact) < 1e-6
+    old = -grad_of(sle_expected_loss(model.sequence_logp(), dbar, s, 0.0, "all_pairs"), params)
+    factor = (s - 1) * (s - 2) / s ** 2
+    assert _factor(old, exact) == pytest.approx(factor, abs=1e-9)
+    assert (old - factor * exact).abs().max() < 1e-6 * exact.abs().max()
+    assert (old - exact).norm() > 0.7 * exact.norm()  # the check passed by leave_one_out fails
+
+
+@pytest.mark.parametrize("s", [4, 5])
+def test_sle_all_pairs_factor_on_a_small_caption_set(s):
+    """Same check with s = 4, 5 (the paper's s) on a softmax policy over 5 captions: the
+    sec. 4.3 baseline scales the diversity gradient by (s-1)(s-2)/s^2 = 0.375, 0.48."""
+    caps = ["a dog barks".split(), "a dog barks at the rain".split(), "rain falls on a roof".split(),
+            "a dog".split(), "the rain falls on a roof now".split()]
+    torch.manual_seed(s)
+    logits = torch.randn(2, len(caps), dtype=torch.float64, requires_grad=True)
+    d = torch.as_tensor(sle.bleu_distances(caps), dtype=torch.float64)
+    dbar = (d + d.T) / 2
+    exact = grad_of(expected_distance(torch.log_softmax(logits, 1), d), [logits])
+    loo = -grad_of(sle_expected_loss(torch.log_softmax(logits, 1), dbar, s, 0.0, "leave_one_out"), [logits])
+    assert _max_err(loo, exact) < 1e-6
+    old = -grad_of(sle_expected_loss(torch.log_softmax(logits, 1), dbar, s, 0.0, "all_pairs"), [logits])
+    assert _factor(old, exact) == pytest.approx((s - 1) * (s - 2) / s ** 2, abs=1e-9)
+
+
+@pytest.mark.parametrize("distance", ["bleu34_sum", "bleu34_mean"])
+def test_sle_full_surrogate_exact_expectation(distance):
+    """alpha = 0.75, s = 3, table reward, greedy-caption baseline: the expected surrogate
+    gradient is exactly that of alpha * E r + (1 - alpha) * E d (eq. 8-9); ``bleu34_mean``'s
+    d is half of ``bleu34_sum``'s."""
+    model = TinyPolicy(NUM_CLIPS, seed=0).double()
+    params = list(model.parameters())
+    table = TableReward(NUM_CLIPS, seed=1).table_tensor(NUM_CLIPS).double()
+    with torch.no_grad():
+        greedy = table[torch.arange(NUM_CLIPS), model.sequence_logp().argmax(1)]
+    d = tiny_caption_distances(distance)
+    if distance == "bleu34_mean":
+        assert torch.allclose(d, tiny_caption_distances() / 2)
+    logp = model.sequence_logp()
+    exact = grad_of(0.75 * (logp.exp() * table).sum(1).mean() + 0.25 * expected_distance(logp, d), params)
+    est = -grad_of(sle_expected_loss(model.sequence_logp(), (d + d.T) / 2, 3, 0.75, "leave_one_out", table, greedy),
+                   params)
+    assert _max_err(est, exact) < 1e-6
+
+
+def test_sle_objective_is_unbiased(setup, monkeypatch):
+    """End to end (sampling, greedy baseline, per-clip grouping of ``SLE.forward``): with
+    s = 3, alpha = 0.75 and the defaults (``bleu34_sum``, ``leave_one_out``) the sampled
+    gradient estimates alpha * grad E r + (1 - alpha) * grad E d (eq. 8). The BLEU
+    distances of the 40 captions are precomputed (same values, much faster)."""
+    model, reward, tok, _ = setup
+    caps = [words_of(q) for q in SEQUENCES]
+    d = tiny_caption_distances()
+    table = {(a, b): ((d[i, j] + d[j, i]) / 2).item() for i, a in enumerate(caps) for j, b in enumerate(caps)}
+
+    def lookup(words, distance="bleu34_sum"):
+        return np.array([[table[(tuple(a), tuple(b))] for b in words] for a in words])
+
+    group = [list(caps[i]) for i in (0, 5, 5, 17)]
+    assert np.allclose(lookup(group), sle.symmetric_distances(group), atol=1e-12)
+    monkeypatch.setattr(sle, "symmetric_distances", lookup)
+    alpha = 0.75
+    logp = model.sequence_logp()
+    target = alpha * (logp.exp() * reward.table_tensor(NUM_CLIPS)).sum(1).mean()
+    model.zero_grad()
+    (target + (1 - alpha) * expected_distance(logp, d.float())).backward()
+    exact = model.flat_grad().clone()
+    model.zero_grad()
+    torch.manual_seed(21)
+    obj = sle.SLE(reward, tok, num_samples=3, alpha=alpha, max_len=MAX_LEN)
+    est = estimates(model, lambda: obj(model, clip_batch(model, ROWS // 3))[0])
+    s = check_unbiased(est, exact)
+    assert s["ok"], s
+
+
+# ---- actor-critic with seed 002's embedding reward --------------------------------------------
+EMB_ROWS = 1000  # sampled captions per batch (EMB_ROWS // NUM_CLIPS per clip)
+EMB_PRETRAIN = 40  # ranking-loss steps on the references before the embedding is held fixed
+
+
+class _RefsTableReward(TableReward):
+    """A reward double with the train references that the embedding is trained on."""
+
+    refs = {"clip0": [["a", "b"], ["a"]], "clip1": [["c"], ["c", "b", "b"]]}
+
+
+def embedding_reward_table(obj: ActorCritic, model: TinyPolicy) -> torch.Tensor:
+    """(NUM_CLIPS, len(SEQUENCES)) rewards cos(f(clip), g(caption)) of every caption, enumerated."""
+    from tiny_policy import ACTIONS
+
+    toks = torch.tensor([[ACTIONS[a] for a in s] + [0] * (MAX_LEN - len(s)) for s in SEQUENCES])
+    _, feats, lens = model.batch(range(NUM_CLIPS))
+    with torch.no_grad():
+        caps = obj.embedding.embed_captions(toks, torch.tensor([len(s) for s in SEQUENCES]))
+        return obj.embedding.embed_audio(feats, lens) @ caps.T
+
+
+@pytest.mark.parametrize(
+    "value_encoder,fit_steps", [("shared", 30), ("separate", 30), ("separate", 0)],
+    ids=["shared_fitted", "separate_fitted", "separate_untrained"],
+)
+def test_actor_critic_with_embedding_reward_is_unbiased(setup, value_encoder, fit_steps):
+    """With seed 002's reward r = cos(f(clip), g(caption)) and the embedding held fixed, the
+    actor's gradient estimates the exactly enumerated grad E[r], with a fitted or an untrained
+    critic, on the captioner's detached v or on its own encoder; the embedding's ranking
+    loss (part of the objective's loss) reaches no parameter of the policy."""
+    from tiny_policy import EMBED
+
+    model, _, tok, _ = setup
+    torch.manual_seed(13)
+    obj = ActorCritic(
+        _RefsTableReward(NUM_CLIPS, seed=1), tok, vocab_size=len(TOKENS), embed_size=model.encoder.output_size,
+        warmup_steps=EMB_PRETRAIN + fit_steps, max_len=MAX_LEN, num_samples=EMB_ROWS // NUM_CLIPS,
+        critic_size=32, reward_type="embedding", value_encoder=value_encoder, n_mels=EMBED, embedding_size=16,
+    )
+    # pre-train the embedding on the references (ranking loss), then hold it fixed and fit the critic
+    critic = [p for name, p in obj.named_parameters() if not name.startswith("embedding.")]
+    for params, steps in [(obj.embedding.parameters(), EMB_PRETRAIN), (critic, fit_steps)]:
+        opt = torch.optim.Adam(params, lr=0.02)
+        for _ in range(steps):
+            actor, own_loss, stats = obj.losses(model, clip_batch(model, NUM_CLIPS))
+            assert stats["warmup"] == 1.0 and actor.item() == 0.0
+            obj.zero_grad()
+            own_loss.backward()
+            opt.step()
+    obj.embedding.requires_grad_(False)
+    assert not obj.in_warmup
+    table = embedding_reward_table(obj, model)
+    assert table.std() > 0.05  # the rewards differ enough for the check to have power
+    model.zero_grad()
+    (model.sequence_logp().exp() * table).sum(1).mean().backward()
+    exact = model.flat_grad().clone()
+    est = estimates(model, lambda: obj(model, clip_batch(model, NUM_CLIPS))[0])
     s = check_unbiased(est, exact)
     assert s["ok"], s

@@ -2,11 +2,13 @@
 eval-mode chunked encoding against one batch."""
 
 import numpy as np
+import pytest
 import torch
 
 from captionlib.data.datasets import AudioRefsDataset, ClipCaptionsDataset, CaptionDataset, collate_captions
 from captionlib.decode.search import greedy_search
 from captionlib.io.feats import FeatWriter
+from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d
 from captionlib.models.captioner import Captioner, xe_targets
 from captionlib.text.tokenizer import Tokenizer
@@ -62,6 +64,29 @@ def test_clip_validation_equals_per_caption_loss_and_per_batch_decoding(tmp_path
     assert abs(got["loss"] - nll / ntok) < 1e-5
     assert got["acc"] == correct / ntok
     assert got["cider_d"] == corpus_cider_d(clips.refs, hyps)[0]
+    assert got["bleu_4"] == corpus_bleu(clips.refs, hyps)[0][3]
+
+
+def test_rl_unit_caption_repeats_each_clip_once_per_caption(tmp_path):
+    data = _dump_dir(tmp_path / "train")
+    clips, pairs = AudioRefsDataset(data), AudioRefsDataset(data, unit="caption")
+    assert pairs.clips == clips.clips and pairs.refs == clips.refs
+    assert len(pairs) == sum(len(r) for r in clips.refs.values()) > len(clips)
+    assert [pairs[i][0] for i in range(len(pairs))] == [c for c in clips.clips for _ in clips.refs[c]]
+    frames = dict(zip(clips.clips, clips.lengths()))
+    assert pairs.lengths() == [frames[c] for c in pairs.items]
+    with pytest.raises(ValueError, match="unit must be clip or caption"):
+        AudioRefsDataset(data, unit="pair")
+
+
+def test_best_criteria_puts_the_model_selection_metric_first():
+    from captionlib.train.common import best_criteria
+
+    assert best_criteria("bleu_4", ("cider_d", "bleu_4", "loss")) == [
+        ("bleu_4", "max"), ("cider_d", "max"), ("loss", "min")]
+    assert best_criteria("cider_d", ("cider_d", "bleu_4")) == [("cider_d", "max"), ("bleu_4", "max")]
+    with pytest.raises(ValueError, match="best_model_criterion must be one of cider_d, bleu_4, got 'loss'"):
+        best_criteria("loss", ("cider_d", "bleu_4"))
 
 
 def test_eval_encoding_in_chunks_equals_one_batch():
