@@ -58,9 +58,11 @@ objective's state and survives a resume.
 from contextlib import nullcontext
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
+from captionlib.data.datasets import pad_ids
 from captionlib.decode.search import sample
 from captionlib.rl import AC_REWARDS as REWARD_TYPES
 from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
@@ -225,9 +227,9 @@ class ActorCritic(SampledObjective):
         ids = []
         for c in clips:
             words = refs[c][int(torch.randint(len(refs[c]), ()))]
-            ids.append(torch.tensor(self.tokenizer.text2ids(" ".join(words)) + [self.tokenizer.eos_id]))
-        lengths = torch.tensor([len(i) for i in ids], device=device)
-        return nn.utils.rnn.pad_sequence(ids, batch_first=True).to(device), lengths
+            ids.append(np.array(self.tokenizer.text2ids(" ".join(words)) + [self.tokenizer.eos_id]))
+        tokens, lengths = pad_ids(ids)
+        return tokens.to(device), lengths.to(device)
 
     def losses_from_embedding(
         self, model, clips: List[str], v: torch.Tensor,
