@@ -21,6 +21,8 @@ install_requires = [
     "scipy",
     "textblob-aptagger==0.2.0",  # POS tagger model (in the wheel) for multitask RL attributes
     "nltk",  # runs that model (nltk.tag.perceptron)
+    "Pillow",  # image loading (captionlib.visual)
+    "av>=12",  # PyAV: video decoding (captionlib.visual); torchvision stays optional (imported lazily)
 ]
 extras_require = {
     "test": ["pytest"],

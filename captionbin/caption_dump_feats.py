@@ -13,10 +13,10 @@ Usage:
         --filetype hdf5 --out_prefix /tmp/feats.1 --n_mels 64 --fs 16000
 """
 
-import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str2bool, str_or_none
+from captionlib.io.feats import add_shard_arguments, run_shard_job
+from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str2bool
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
@@ -25,23 +25,13 @@ def get_parser():
     """Build the argument parser (feature keys match ``conf/feats_*.yaml``)."""
     parser = get_base_parser("Extract log-mel features of a wav.scp into ark/HDF5")
     parser.add_argument("--wav_scp", default=None, help="(required) <clip-id> <audio path> list")
-    parser.add_argument(
-        "--out_prefix", default=None, help="(required) output path without extension, e.g. DIR/feats.JOB"
-    )
-    parser.add_argument("--filetype", default="ark", choices=("ark", "hdf5"), help="feature file format")
+    add_shard_arguments(parser)
     parser.add_argument("--feats_type", default="logmel", choices=("logmel",), help="feature type")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
     parser.add_argument("--hop_length_s", type=float, default=0.02, help="frame shift in seconds")
     parser.add_argument("--fs", type=int_or_none, default=None, help="resample to this rate (Hz); null: keep")
-    parser.add_argument(
-        "--write_num_frames",
-        type=str_or_none,
-        default=None,
-        help="utt2num_frames output (default: DIR/utt2num_frames.JOB from --out_prefix DIR/feats.JOB)",
-    )
-    parser.add_argument("--log_interval", type=int, default=100, help="log progress every N clips")
     parser.add_argument("--num_threads", type=int, default=1, help="torch threads per job (0: torch default)")
     parser.add_argument(
         "--dtype", default="float32", choices=("float32", "float64"),
@@ -56,18 +46,10 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
-    parser = get_parser()
-    args = parse_args(parser, cmd, REQUIRED)
+    args = parse_args(get_parser(), cmd, REQUIRED)
     from captionlib.audio.dump import dump_feats
 
-    kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}
-    try:
-        dump_feats(**kwargs)
-    except (ValueError, FileNotFoundError) as e:
-        import logging
-
-        logging.error("%s", e)
-        sys.exit(1)
+    run_shard_job(dump_feats, args)
 
 
 if __name__ == "__main__":

@@ -66,9 +66,15 @@ def get_parser():
                         help="caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                              "cross-entropy averaged over all its captions")
     g = parser.add_argument_group("model")
-    g.add_argument("--encoder", default="crnn", choices=("crnn",))
+    # the registry of captionlib.models.captioner (ENCODERS, DECODERS); spelled here so that
+    # --help stays fast (no torch import)
+    g.add_argument("--encoder", default="crnn", choices=("crnn", "linear", "rnn"),
+                   help="crnn: seed 000's audio CRNN; linear: per-frame/region projection (Show-and-Tell, "
+                        "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004)")
     g.add_argument("--encoder_conf", type=yaml_dict, default={}, help="encoder options (YAML mapping)")
-    g.add_argument("--decoder", default="gru", choices=("gru",))
+    g.add_argument("--decoder", default="gru", choices=("gru", "lstm", "att_lstm"),
+                   help="gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
+                        "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001)")
     g.add_argument("--decoder_conf", type=yaml_dict, default={}, help="decoder options (YAML mapping)")
     g.add_argument("--specaug", type=str2bool, default=False, help="SpecAugment during training")
     g.add_argument("--specaug_conf", type=yaml_dict, default={}, help="SpecAugment options (YAML mapping)")

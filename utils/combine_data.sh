@@ -2,11 +2,12 @@
 # combine_data.sh: concatenate several captionlib data (or dump) directories into one.
 set -euo pipefail
 
-keyed="wav.scp feats.scp reco2dur aud2name utt2num_frames text utt2spk segments"
+keyed="wav.scp image.scp video.scp clip2id feats.scp reco2dur aud2name utt2num_frames text utt2spk segments"
 usage() {
   cat 1>&2 << EOF2
 Usage: combine_data.sh <dest-dir> <src-dir-1> [<src-dir-2> ...]
-For each of ${keyed}
+For each of
+  ${keyed}
 present in EVERY source, writes the concatenation sorted with LC_ALL=C (a file present in
 only some sources is skipped with a warning); a key found twice is an error. spk2utt is
 regenerated from utt2spk; feats_dim/feats_type are copied when identical in all sources

@@ -2,12 +2,13 @@
 # copy_data_dir.sh: copy the files of a captionlib data (or dump) directory.
 set -euo pipefail
 
-files="wav.scp feats.scp reco2dur aud2name utt2num_frames text utt2spk spk2utt segments feats_dim feats_type"
+files="wav.scp image.scp video.scp clip2id feats.scp reco2dur aud2name utt2num_frames text utt2spk spk2utt segments feats_dim feats_type"
 usage() {
   cat 1>&2 << EOF2
 Usage: copy_data_dir.sh <src-dir> <dest-dir>
-Copies the data-directory files present in <src-dir> (${files})
-to <dest-dir> (created if needed; those files already in <dest-dir> are replaced or removed).
+Copies the data-directory files present in <src-dir> to <dest-dir> (created if needed; those
+files already in <dest-dir> are replaced or removed):
+  ${files}
 Paths inside scp files are absolute, so the copy stays valid.
 EOF2
   exit 1

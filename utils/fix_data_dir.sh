@@ -2,12 +2,15 @@
 # fix_data_dir.sh: make a captionlib data (or dump) directory consistent, in place.
 set -euo pipefail
 
+# The files filtered, by key; passed to the perl below.
+clip_files="wav.scp image.scp video.scp clip2id feats.scp reco2dur aud2name utt2num_frames"
+cap_files="text utt2spk segments"
 usage() {
-  cat 1>&2 << 'EOF'
+  cat 1>&2 << EOF
 Usage: fix_data_dir.sh <data-dir>
 Keeps only the clips and captions present consistently in all the files that exist:
-  clip-keyed:    wav.scp feats.scp reco2dur aud2name utt2num_frames
-  caption-keyed: text utt2spk segments   (utt2spk maps caption-id -> clip-id)
+  clip-keyed:    ${clip_files}
+  caption-keyed: ${cap_files}   (utt2spk maps caption-id -> clip-id)
 A caption is dropped when its clip is gone; a clip is dropped when it has no caption
 (only when utt2spk exists). Lines repeated verbatim are merged; a key repeated with
 different values is an error. Files are re-sorted with LC_ALL=C and spk2utt is regenerated.
@@ -24,15 +27,15 @@ if [ ! -d "${dir}" ]; then
   exit 1
 fi
 
-LC_ALL=C perl - "${dir}" << 'PERL'
+LC_ALL=C perl - "${dir}" "${clip_files}" "${cap_files}" << 'PERL'
 use strict;
 use warnings;
 use File::Copy qw(copy);
-my ($dir) = @ARGV;
+my ($dir, $clip_files, $cap_files) = @ARGV;
 sub fail { print STDERR "fix_data_dir.sh: $dir: $_[0]\n"; exit 1; }
 
-my @clip_files = qw(wav.scp feats.scp reco2dur aud2name utt2num_frames);
-my @cap_files = qw(text utt2spk segments);
+my @clip_files = split(' ', $clip_files);
+my @cap_files = split(' ', $cap_files);
 
 # Reads a key-first file into {key => full line}.
 sub read_kv {

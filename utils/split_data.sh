@@ -2,13 +2,16 @@
 # split_data.sh: split a captionlib data (or dump) directory into N parts, by clip by default.
 set -euo pipefail
 
+# Where the clip list is read from: the first of these present.
+clip_lists="spk2utt wav.scp image.scp video.scp clip2id feats.scp"
 usage() {
-  cat 1>&2 << 'EOF2'
+  cat 1>&2 << EOF2
 Usage: split_data.sh [--per-utt] <data-dir> <num-to-split>
 Writes <data-dir>/split<N>/{1..N}/ (split<N>utt/ with --per-utt), each a data directory made
-by utils/subset_data_dir.sh. By default the clips (spk2utt, else wav.scp, else feats.scp) are
-split, so all captions of a clip land in the same part; --per-utt splits the captions
-(utt2spk) instead, so a clip may appear in several parts.
+by utils/subset_data_dir.sh. By default the clips are split, so all captions of a clip land in
+the same part; the clips are the keys of the first present of
+  ${clip_lists}
+--per-utt splits the captions (utt2spk) instead, so a clip may appear in several parts.
 EOF2
   exit 1
 }
@@ -37,10 +40,10 @@ if ${per_utt}; then
   list="${data}/utt2spk"; opt=--utt-list; out="${data}/split${nj}utt"
 else
   list=""
-  for f in spk2utt wav.scp feats.scp; do
+  for f in ${clip_lists}; do
     if [ -f "${data}/${f}" ]; then list="${data}/${f}"; break; fi
   done
-  [ -n "${list}" ] || { echo "split_data.sh: ${data} has none of spk2utt, wav.scp, feats.scp" 1>&2; exit 1; }
+  [ -n "${list}" ] || { echo "split_data.sh: ${data} has none of ${clip_lists}" 1>&2; exit 1; }
   opt=--spk-list; out="${data}/split${nj}"
 fi
 mkdir -p "${out}"

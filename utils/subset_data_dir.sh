@@ -2,15 +2,21 @@
 # subset_data_dir.sh: copy a consistent subset of a captionlib data (or dump) directory.
 set -euo pipefail
 
+clip_files="wav.scp image.scp video.scp clip2id feats.scp reco2dur aud2name utt2num_frames"
+cap_files="text segments"    # filtered by the kept captions of utt2spk
+copied_files="feats_dim feats_type"
+# Where the list of all clips is read from: the first of these present.
+clip_lists="spk2utt wav.scp image.scp video.scp clip2id feats.scp"
 usage() {
-  cat 1>&2 << 'EOF2'
+  cat 1>&2 << EOF2
 Usage: subset_data_dir.sh [--spk-list <file> | --utt-list <file> | --first <N> | --last <N>] <src-dir> <dest-dir>
-Selects by clip ("speaker") with --spk-list (clip ids in the first column), --first N /
---last N (the first/last N clips of spk2utt, else of wav.scp, else of feats.scp); or by
-caption with --utt-list (caption ids in the first column; keeps the clips of the kept
-captions). All files present (wav.scp feats.scp reco2dur aud2name utt2num_frames text
-utt2spk segments) are filtered consistently, spk2utt is regenerated, feats_dim/feats_type
-are copied. Input order is kept (sorted in, sorted out).
+Selects by clip ("speaker") with --spk-list (clip ids in the first column) or --first N /
+--last N (the first/last N keys of the first present of
+  ${clip_lists});
+or by caption with --utt-list (caption ids in the first column; keeps the clips of the kept
+captions). These files, when present, are filtered consistently:
+  ${clip_files} utt2spk ${cap_files}
+spk2utt is regenerated, ${copied_files} are copied. Input order is kept (sorted in, sorted out).
 EOF2
   exit 1
 }
@@ -40,21 +46,19 @@ if [ "$(cd "${src}" && pwd -P)" = "$(cd "${dest}" && pwd -P)" ]; then
   echo "subset_data_dir.sh: <src-dir> and <dest-dir> are the same directory" 1>&2
   exit 1
 fi
-for f in wav.scp feats.scp reco2dur aud2name utt2num_frames text utt2spk spk2utt segments feats_dim feats_type; do
+for f in ${clip_files} ${cap_files} utt2spk spk2utt ${copied_files}; do
   rm -f "${dest}/${f}"    # no stale files from an earlier run
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
 
-clip_files="wav.scp feats.scp reco2dur aud2name utt2num_frames"
-cap_files="text segments"
-
 # list of all clips of the source, in order
-if [ -f "${src}/spk2utt" ]; then cut -d' ' -f1 "${src}/spk2utt" > "${tmp}/all_clips"
-elif [ -f "${src}/wav.scp" ]; then cut -d' ' -f1 "${src}/wav.scp" > "${tmp}/all_clips"
-elif [ -f "${src}/feats.scp" ]; then cut -d' ' -f1 "${src}/feats.scp" > "${tmp}/all_clips"
-else echo "subset_data_dir.sh: ${src} has none of spk2utt, wav.scp, feats.scp" 1>&2; exit 1
-fi
+clip_list=""
+for f in ${clip_lists}; do
+  if [ -f "${src}/${f}" ]; then clip_list=${f}; break; fi
+done
+[ -n "${clip_list}" ] || { echo "subset_data_dir.sh: ${src} has none of ${clip_lists}" 1>&2; exit 1; }
+cut -d' ' -f1 "${src}/${clip_list}" > "${tmp}/all_clips"
 nclips=$(wc -l < "${tmp}/all_clips")
 
 case "${mode}" in
@@ -95,12 +99,12 @@ if [ -f "${src}/utt2spk" ]; then
 elif [ -f "${src}/spk2utt" ]; then
   "${utils}/filter_scp.pl" "${tmp}/clips" "${src}/spk2utt" > "${dest}/spk2utt"
 fi
-for f in feats_dim feats_type; do
+for f in ${copied_files}; do
   if [ -f "${src}/${f}" ]; then cp "${src}/${f}" "${dest}/${f}"; fi
 done
 
 n=0
-for f in spk2utt wav.scp feats.scp; do
+for f in ${clip_lists}; do
   if [ -f "${dest}/${f}" ]; then n=$(wc -l < "${dest}/${f}"); break; fi
 done
 msg="subset_data_dir.sh: ${dest}: ${n} of ${nclips} clips"

@@ -3,33 +3,41 @@
 # naming the file and the offending line/key at the first problem found.
 set -euo pipefail
 
+# The media lists ("<clip-id> <path>"): a data dir has at most one. Passed to the checker below.
+media_lists="wav.scp image.scp video.scp"
 usage() {
-  cat 1>&2 << 'EOF'
-Usage: validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] <data-dir>
+  cat 1>&2 << EOF
+Usage: validate_data_dir.sh [--no-feats] [--no-text] [--no-media|--no-wav] <data-dir>
+The media list is whichever of ${media_lists} is present (audio, images,
+videos); more than one present is an error. clip2id ("<clip-id> <corpus id>", read by the
+feature importers) is optional; reco2dur and aud2name are optional audio-only files.
 Checks (each file only if present, unless required):
-  - every key-first file (wav.scp text utt2spk spk2utt feats.scp reco2dur aud2name
-    utt2num_frames segments) is sorted by key with LC_ALL=C, keys unique, printable ASCII,
-    no whitespace, lines end in "\n" (no CR);
+  - every key-first file (${media_lists} clip2id feats.scp reco2dur aud2name
+    utt2num_frames text utt2spk spk2utt segments) is sorted by key with LC_ALL=C, keys
+    unique, printable ASCII, no whitespace, lines end in "\\n" (no CR);
   - text has no empty caption; utt2spk has "<caption-id> <clip-id>" lines, the same keys as
     text, and spk2utt equals its inversion (utils/utt2spk_to_spk2utt.pl);
-  - every caption's clip is in wav.scp (and in feats.scp when checking feats), and every clip
-    of wav.scp/feats.scp has a caption (fix with utils/fix_data_dir.sh);
-  - wav.scp, reco2dur and aud2name have the same keys; feats.scp and utt2num_frames have the
-    same keys as wav.scp; reco2dur > 0, utt2num_frames and feats_dim positive integers.
-Required: feats.scp (unless --no-feats), text + utt2spk + spk2utt (unless --no-text),
-wav.scp (unless --no-wav). With --no-X the file X is neither required nor checked.
+  - every caption's clip is in the media list (else in clip2id) and in feats.scp when
+    checking feats, and every clip of those has a caption (fix with utils/fix_data_dir.sh);
+  - the media list, clip2id, reco2dur and aud2name have the same keys; feats.scp and
+    utt2num_frames have the same keys as the media list (else clip2id); reco2dur > 0,
+    utt2num_frames and feats_dim positive integers.
+Required: feats.scp (unless --no-feats), text + utt2spk + spk2utt (unless --no-text), a media
+list (unless --no-media). With --no-X the file(s) X are neither required nor checked.
+--no-wav is the old name of --no-media. A dir whose features are imported from clip2id
+(captions + clip2id, no media list) validates with --no-media.
 EOF
   exit 1
 }
 
 no_feats=false
 no_text=false
-no_wav=false
+no_media=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-feats | --no_feats) no_feats=true ;;
     --no-text | --no_text) no_text=true ;;
-    --no-wav | --no_wav) no_wav=true ;;
+    --no-media | --no_media | --no-wav | --no_wav) no_media=true ;;
     -h | --help) usage ;;
     --*) echo "validate_data_dir.sh: unknown option $1" 1>&2; usage ;;
     *) break ;;
@@ -43,10 +51,11 @@ if [ ! -d "${dir}" ]; then
   exit 1
 fi
 
-LC_ALL=C perl - "${dir}" "${no_feats}" "${no_text}" "${no_wav}" << 'PERL'
+LC_ALL=C perl - "${dir}" "${no_feats}" "${no_text}" "${no_media}" "${media_lists}" << 'PERL'
 use strict;
 use warnings;
-my ($dir, $no_feats, $no_text, $no_wav) = @ARGV;
+my ($dir, $no_feats, $no_text, $no_media, $media_lists) = @ARGV;
+my @media_lists = split(' ', $media_lists);
 sub fail { print STDERR "validate_data_dir.sh: $dir: $_[0]\n"; exit 1; }
 
 # Reads a key-first file; returns ([keys in order], {key => rest}, {key => line number}).
@@ -91,12 +100,19 @@ sub same_keys {
 }
 
 my %f;    # name => [keys, val, lno]
-my @check = qw(reco2dur aud2name segments);
-push @check, "wav.scp" unless $no_wav eq "true";
+# the media list: whichever of @media_lists is present (none with --no-media)
+my $media;
+if ($no_media ne "true") {
+  my @present = grep { have($_) } @media_lists;
+  fail("more than one media list: @present (keep only one)") if @present > 1;
+  fail("no media list (one of @media_lists) found (use --no-media if intended)") unless @present;
+  $media = $present[0];
+}
+my @check = qw(clip2id reco2dur aud2name segments);
+push @check, $media if defined $media;
 push @check, qw(feats.scp utt2num_frames) unless $no_feats eq "true";
 push @check, qw(text) unless $no_text eq "true";
 push @check, qw(utt2spk spk2utt);
-fail("wav.scp is missing (use --no-wav if intended)") if $no_wav ne "true" && !have("wav.scp");
 fail("feats.scp is missing (use --no-feats if intended)") if $no_feats ne "true" && !have("feats.scp");
 if ($no_text ne "true") {
   fail("text is missing (use --no-text if intended)") unless have("text");
@@ -113,10 +129,16 @@ if ($f{text}) {
     fail("text:$l->{$key}: empty caption for '$key'") unless $v->{$key} =~ /\S/;
   }
 }
-if ($f{"wav.scp"}) {
-  my ($k, $v, $l) = @{$f{"wav.scp"}};
+if (defined $media) {
+  my ($k, $v, $l) = @{$f{$media}};
   foreach my $key (@$k) {
-    fail("wav.scp:$l->{$key}: no path for '$key'") unless $v->{$key} =~ /\S/;
+    fail("$media:$l->{$key}: no path for '$key'") unless $v->{$key} =~ /\S/;
+  }
+}
+if ($f{clip2id}) {
+  my ($k, $v, $l) = @{$f{clip2id}};
+  foreach my $key (@$k) {
+    fail("clip2id:$l->{$key}: no corpus id for '$key'") unless $v->{$key} =~ /\S/;
   }
 }
 if ($f{"feats.scp"}) {
@@ -146,6 +168,9 @@ if ($no_feats ne "true" && have("feats_dim")) {
   fail("feats_dim: expected one positive integer, got '$d'") unless $d =~ /^\s*[1-9]\d*\s*$/;
 }
 
+# the clip list the captions are checked against: the media list, else clip2id
+my $clip_list = defined $media ? $media : ($f{clip2id} ? "clip2id" : undef);
+
 # utt2spk / spk2utt / text
 my %clip_of;
 if ($f{utt2spk}) {
@@ -172,7 +197,7 @@ if ($f{utt2spk}) {
   my %ins = map { $_ => 1 } @$sk;
   foreach my $s (@order) { fail("clip '$s' is in utt2spk but not in spk2utt") unless $ins{$s}; }
   same_keys("text", $f{text}[0], "utt2spk", $k) if $f{text};
-  foreach my $clipfile ("wav.scp", "feats.scp") {
+  foreach my $clipfile (grep { defined } $clip_list, "feats.scp") {
     next unless $f{$clipfile};
     my $cv = $f{$clipfile}[1];
     foreach my $u (@$k) {
@@ -190,19 +215,19 @@ if ($f{segments}) {
   foreach my $u (@$k) {
     my @s = split(' ', $v->{$u});
     fail("segments:$l->{$u}: expected '<caption-id> <clip-id> <start> <end>'") unless @s == 3;
-    fail("segments:$l->{$u}: clip '$s[0]' is not in wav.scp") if $f{"wav.scp"} && !exists $f{"wav.scp"}[1]{$s[0]};
+    fail("segments:$l->{$u}: clip '$s[0]' is not in $media") if defined $media && !exists $f{$media}[1]{$s[0]};
     fail("segments:$l->{$u}: clip '$s[0]' differs from utt2spk ('" . ($clip_of{$u} // "none") . "')")
       if $f{utt2spk} && ($clip_of{$u} // "") ne $s[0];
   }
 }
 
 # clip-level files agree
-my @clipfiles = grep { $f{$_} } ("wav.scp", "reco2dur", "aud2name");
+my @clipfiles = grep { defined && $f{$_} } ($media, "clip2id", "reco2dur", "aud2name");
 for my $i (1 .. $#clipfiles) {
   same_keys($clipfiles[0], $f{$clipfiles[0]}[0], $clipfiles[$i], $f{$clipfiles[$i]}[0]);
 }
 if ($f{"feats.scp"}) {
-  same_keys("feats.scp", $f{"feats.scp"}[0], "wav.scp", $f{"wav.scp"}[0]) if $f{"wav.scp"};
+  same_keys("feats.scp", $f{"feats.scp"}[0], $clip_list, $f{$clip_list}[0]) if defined $clip_list;
   same_keys("feats.scp", $f{"feats.scp"}[0], "utt2num_frames", $f{utt2num_frames}[0]) if $f{utt2num_frames};
 }
 print STDERR "validate_data_dir.sh: Successfully validated data-directory $dir\n";

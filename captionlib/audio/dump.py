@@ -2,20 +2,11 @@
 
 import logging
 import os
-import re
-import time
 from typing import Dict, Optional
 
-from captionlib.io.datadir import PathLike, read_scp, write_scp
+from captionlib.io.datadir import PathLike, read_scp
 
 FEATS_TYPES = ("logmel",)
-
-
-def _sibling(out_prefix: str, name: str) -> str:
-    """``<dir>/<name>.<JOB>`` when ``out_prefix`` is ``<dir>/feats.<JOB>``, else ``<out_prefix>.<name>``."""
-    d, base = os.path.split(out_prefix)
-    m = re.fullmatch(r"feats\.(.+)", base)
-    return os.path.join(d, f"{name}.{m.group(1)}") if m else f"{out_prefix}.{name}"
 
 
 def dump_feats(
@@ -40,8 +31,8 @@ def dump_feats(
     :class:`captionlib.io.feats.FeatWriter`), ``utt2num_frames`` (``<clip-id> <frames>``)
     and one-line ``feats_dim``/``feats_type`` files. For ``out_prefix=DIR/feats.JOB``
     these are ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and ``DIR/feats_type.JOB``
-    (``dump_feats.sh`` merges them). Logs progress (clips done, clips/s) every
-    ``log_interval`` clips.
+    (``dump_feats.sh`` merges them; see :class:`captionlib.io.feats.FeatShardWriter`).
+    Logs progress (clips done, clips/s, ETA) every ``log_interval`` clips.
 
     Args:
         wav_scp: ``<clip-id> <audio path>`` lines (path may contain spaces).
@@ -73,7 +64,7 @@ def dump_feats(
     """
     from captionlib.audio.features import LogMel
     from captionlib.audio.io import load_audio
-    from captionlib.io.feats import FeatWriter
+    from captionlib.io.feats import FeatShardWriter
 
     if num_threads > 0:
         import torch
@@ -86,13 +77,10 @@ def dump_feats(
     )
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
-    num_frames_path = os.fspath(write_num_frames) if write_num_frames else _sibling(prefix, "utt2num_frames")
-    total = len(wavs)
     logging.info(
-        "extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, total, wav_scp, prefix
+        "extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs), wav_scp, prefix
     )
-    t0 = time.time()
-    with FeatWriter(prefix, filetype) as writer:
+    with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(wavs), log_interval) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):
             try:
                 wave, rate = load_audio(path, fs=fs, strict=strict)
@@ -100,23 +88,4 @@ def dump_feats(
             except (ValueError, FileNotFoundError) as e:
                 raise type(e)(f"{wav_scp}:{i}: clip {key}: {e}") from None
             writer[key] = feats
-            if log_interval > 0 and (i % log_interval == 0 or i == total):
-                elapsed = time.time() - t0
-                logging.info(
-                    "processed %d/%d clips (%.1f clips/s, %.1f s elapsed)", i, total, i / max(elapsed, 1e-9), elapsed
-                )
-        num_frames = dict(writer.num_frames)
-        dim = writer.dim
-    write_scp(num_frames_path, num_frames)
-    if dim is not None:
-        write_scp_line(_sibling(prefix, "feats_dim"), str(dim))
-        write_scp_line(_sibling(prefix, "feats_type"), feats_type)
-    logging.info("wrote %d clips (dim %s) to %s", len(num_frames), dim, writer.scp_path)
-    return num_frames
-
-
-def write_scp_line(path: str, line: str) -> None:
-    """Write a one-line file atomically."""
-    from captionlib.io.datadir import write_lines_atomic
-
-    write_lines_atomic(path, [line])
+    return dict(writer.num_frames)

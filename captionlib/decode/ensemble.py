@@ -9,14 +9,18 @@ greedy search, beam search and sampling work on an ensemble unchanged.
 
 The searches only need ``v.size(0)``, ``v.device`` and row operations on the audio embedding,
 so :meth:`Ensemble.encode` returns the models' embeddings *concatenated along the feature
-axis*, (batch, sum_m embed_m); :meth:`Ensemble.first_step` splits it back. The decoder state is
-the tuple of the models' states.
+axis*, (batch, sum_m embed_m); :meth:`Ensemble.first_step` splits it back. When a member's
+encoding is more than one tensor (an attention decoder's
+:class:`~captionlib.models.encoding.BatchParts`), the ensemble's encoding is the BatchParts of
+the members' encodings instead. The decoder state is the tuple of the models' states.
 """
 
 from typing import Any, List, Sequence, Tuple
 
 import torch
 from torch import nn
+
+from captionlib.models.encoding import BatchParts
 
 
 class Ensemble(nn.Module):
@@ -91,14 +95,22 @@ class Ensemble(nn.Module):
             feats: (batch, frames, n_mels); feat_lens: (batch,).
 
         Returns:
-            (batch, sum_m E_m): the per-model embeddings concatenated along the last axis.
+            (batch, sum_m E_m): the per-model embeddings concatenated along the last axis;
+            or, when a member's encoding is a BatchParts, the BatchParts of the M encodings.
         """
         vs = [m.encode(feats, feat_lens) for m in self.models]
+        if any(isinstance(v, BatchParts) for v in vs):
+            return BatchParts(vs)
         self._embed_sizes = [int(v.size(-1)) for v in vs]
         return torch.cat(vs, dim=-1)
 
-    def split(self, v: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """Split a concatenated embedding (batch, sum E_m) into the M per-model ones."""
+    def split(self, v) -> Tuple[Any, ...]:
+        """Split a concatenated embedding (batch, sum E_m), or a BatchParts of encodings, into
+        the M per-model ones."""
+        if isinstance(v, BatchParts):
+            if len(v) != self.num_models:
+                raise ValueError(f"{len(v)} encodings for {self.num_models} models")
+            return tuple(v)
         if v.size(-1) != sum(self.embed_sizes):
             raise ValueError(
                 f"embedding of size {v.size(-1)}, expected {sum(self.embed_sizes)} = sum{self.embed_sizes}"
@@ -112,7 +124,7 @@ class Ensemble(nn.Module):
         stacked = torch.stack(list(logps), dim=0)
         return torch.logsumexp(stacked, dim=0) - torch.log(torch.tensor(float(len(logps)), device=stacked.device))
 
-    def first_step(self, v: torch.Tensor) -> Tuple[torch.Tensor, Tuple[Any, ...]]:
+    def first_step(self, v) -> Tuple[torch.Tensor, Tuple[Any, ...]]:
         """Feed each model its embedding; returns (log mean probs (batch, vocab), states)."""
         outs = [m.first_step(x) for m, x in zip(self.models, self.split(v))]
         return self.combine([o[0] for o in outs]), tuple(o[1] for o in outs)

@@ -114,6 +114,7 @@ def decode_feats_scp(
             named).
     """
     from captionlib.io.feats import FeatReader
+    from captionlib.models.captioner import model_feats_dim
 
     if num_diversity_samples < 0 or nbest < 0:
         raise ValueError(f"num_diversity_samples and nbest must be >= 0, got {num_diversity_samples}, {nbest}")
@@ -128,7 +129,7 @@ def decode_feats_scp(
     if len(files) > 1:
         logging.info("word-level ensemble of %d models: %s", len(files), ", ".join(map(str, files)))
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
-    reader = FeatReader(feats_scp, dim=int(obj["model_conf"].get("n_mels", 64)))
+    reader = FeatReader(feats_scp, dim=model_feats_dim(obj["model_conf"]))
     keys = list(reader.keys())
     lines: List[str] = []
     sample_lines: List[str] = []

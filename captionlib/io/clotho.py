@@ -20,13 +20,11 @@ be decodable by libsndfile and hold at least one sample; ``reco2dur`` is
 ``frames / sample_rate`` with 3 decimals.
 """
 
-import csv
-import io
 import logging
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict
 
-from captionlib.io.datadir import PathLike, utt2spk_to_spk2utt, write_scp
+from captionlib.io.datadir import PathLike, read_csv_rows, utt2spk_to_spk2utt, write_scp
 from captionlib.text.cleaner import clean_words
 
 SPLITS = ("development", "validation", "evaluation")
@@ -41,39 +39,6 @@ class ClothoPrepError(ValueError):
 def clip_id(split: str, row_index: int, prefix: str = "clotho") -> str:
     """``<prefix>-<split>-<NNNNN>`` for the 1-based data-row index of the split's CSV."""
     return f"{prefix}-{split}-{row_index:05d}"
-
-
-def _read_csv_rows(csv_path: str) -> Tuple[List[str], List[Tuple[int, List[str]]]]:
-    """Return the header and ``(first physical line number, cells)`` of each data row."""
-    try:
-        with open(csv_path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ClothoPrepError(f"{csv_path}: caption CSV not found") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ClothoPrepError(f"{csv_path}:{line}: not valid UTF-8 ({e.reason})") from None
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows: List[Tuple[int, List[str]]] = []
-    header: Optional[List[str]] = None
-    prev_end = 0
-    try:
-        for cells in reader:
-            start = prev_end + 1
-            prev_end = reader.line_num
-            if header is None:
-                header = cells
-                continue
-            if not cells or (len(cells) == 1 and cells[0].strip() == ""):
-                continue  # blank line (e.g. trailing newline); not a data row
-            rows.append((start, cells))
-    except csv.Error as e:
-        raise ClothoPrepError(f"{csv_path}:{prev_end + 1}: CSV syntax error: {e}") from None
-    if header is None:
-        raise ClothoPrepError(f"{csv_path}:1: empty file, expected header {','.join(HEADER)}")
-    return header, rows
 
 
 def prepare_clotho(
@@ -113,9 +78,7 @@ def prepare_clotho(
     root = os.path.abspath(os.fspath(clotho_root))
     csv_path = os.path.join(root, f"clotho_captions_{split}.csv")
     audio_dir = os.path.join(root, split)
-    header, rows = _read_csv_rows(csv_path)
-    if [h.strip() for h in header] != HEADER:
-        raise ClothoPrepError(f"{csv_path}:1: expected header {','.join(HEADER)}, got {','.join(header)}")
+    rows = read_csv_rows(csv_path, HEADER, ClothoPrepError, "caption CSV")
     if not os.path.isdir(audio_dir):
         raise ClothoPrepError(f"{audio_dir}: audio directory of split {split!r} not found (named by {csv_path})")
 

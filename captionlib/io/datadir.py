@@ -20,11 +20,13 @@ start with a space; their ``aud2name`` entry loses it, the absolute path in
 ``wav.scp`` keeps it).
 """
 
+import csv
+import io
 import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -209,6 +211,60 @@ def read_numeric_scp(path: PathLike, conv=int) -> Dict[str, Any]:
         except ValueError:
             raise ValueError(f"{os.fspath(path)}:{lineno}: not a number: {v!r}") from None
     return out
+
+
+def read_csv_rows(
+    csv_path: PathLike, header: Sequence[str], error: Type[Exception] = ValueError, what: str = "CSV"
+) -> List[Tuple[int, List[str]]]:
+    """Read a UTF-8 (optionally BOM-prefixed) CSV file, checking its header, with line numbers.
+
+    Quoted cells may hold commas and newlines; a row's number is its first physical line, so
+    messages point at the line an editor shows. Blank lines are not rows.
+
+    Args:
+        csv_path: the file.
+        header: the expected header cells (compared after stripping whitespace).
+        error: the exception class raised (e.g. a corpus's own ``ValueError`` subclass).
+        what: how the file is named in messages (e.g. ``"caption CSV"``).
+
+    Returns:
+        ``(first physical line number, cells)`` of each data row.
+
+    Raises:
+        error: a missing file, invalid UTF-8, a CSV syntax error, an empty file or another
+            header, naming ``<csv_path>:<line>``.
+    """
+    path = os.fspath(csv_path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows: List[Tuple[int, List[str]]] = []
+    found: Optional[List[str]] = None
+    prev_end = 0
+    try:
+        for cells in reader:
+            start = prev_end + 1
+            prev_end = reader.line_num
+            if found is None:
+                found = cells
+                continue
+            if not cells or (len(cells) == 1 and cells[0].strip() == ""):
+                continue  # blank line (e.g. trailing newline); not a data row
+            rows.append((start, cells))
+    except csv.Error as e:
+        raise error(f"{path}:{prev_end + 1}: CSV syntax error: {e}") from None
+    if found is None or [h.strip() for h in found] != list(header):
+        got = "an empty file" if found is None else ",".join(found)
+        raise error(f"{path}:1: expected header {','.join(header)}, got {got}")
+    return rows
 
 
 @dataclass

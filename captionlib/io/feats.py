@@ -8,6 +8,9 @@ Layout (``docs/CONVENTIONS.md`` section 3.5, ESPnet's ``file_writer_helper`` ide
   id at the root; scp lines ``<clip-id> /abs/<prefix>.h5:<clip-id>``.
 
 Paths in scp files are absolute, so dump directories can be subset or copied.
+:class:`FeatShardWriter` adds the per-job side files of a dump directory
+(``utt2num_frames.JOB``, ``feats_dim.JOB``, ``feats_type.JOB``) and the progress log, for every
+shard producer (audio extraction, visual extraction, feature import).
 Each job writes its own files (never share one h5 across writers). The scp file
 is written last and atomically (and the h5 file is renamed into place only when
 complete), so an scp that exists always points to complete data.
@@ -20,11 +23,13 @@ not cross processes.
 import logging
 import os
 import re
+import sys
+import time
 from typing import Dict, Iterator, KeysView, Optional
 
 import numpy as np
 
-from captionlib.io.datadir import PathLike, read_scp, write_lines_atomic
+from captionlib.io.datadir import PathLike, read_scp, write_lines_atomic, write_scp
 
 FILETYPES = ("ark", "hdf5")
 _H5_SUFFIXES = (".h5", ".hdf5")
@@ -119,7 +124,8 @@ class FeatWriter:
             self._scp_lines.append(f"{key} {self.data_path}:{key}")
         self.num_frames[key] = int(arr.shape[0])
 
-    __setitem__ = write
+    def __setitem__(self, key: str, array) -> None:
+        self.write(key, array)
 
     def close(self, commit: bool = True) -> None:
         """Flush and close; with ``commit`` move the outputs to their final names."""
@@ -145,6 +151,127 @@ class FeatWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(commit=exc_type is None)
+
+
+def shard_sibling(out_prefix: PathLike, name: str) -> str:
+    """Path of a per-job side file of a dump shard.
+
+    ``<dir>/<name>.<JOB>`` when ``out_prefix`` is ``<dir>/feats.<JOB>`` (the layout that
+    ``egs/TEMPLATE/scripts/dump_feats.sh`` merges), else ``<out_prefix>.<name>``.
+
+    Example:
+        >>> shard_sibling("dump/logmel/dev/feats.3", "utt2num_frames")
+        'dump/logmel/dev/utt2num_frames.3'
+    """
+    out_prefix = os.fspath(out_prefix)
+    d, base = os.path.split(out_prefix)
+    m = re.fullmatch(r"feats\.(.+)", base)
+    return os.path.join(d, f"{name}.{m.group(1)}") if m else f"{out_prefix}.{name}"
+
+
+class FeatShardWriter(FeatWriter):
+    """A :class:`FeatWriter` for one JOB shard of a dump directory, with its side files and progress log.
+
+    Besides ``<out_prefix>.{ark|h5}`` + ``<out_prefix>.scp``, a clean exit writes
+    ``utt2num_frames`` (``<clip-id> <frames>``, sorted) and, when at least one clip was
+    written, the one-line ``feats_dim`` and ``feats_type`` files, named by
+    :func:`shard_sibling` (``DIR/utt2num_frames.JOB`` ... for ``out_prefix=DIR/feats.JOB``).
+    Shared by every shard producer (``caption_dump_feats``, ``caption_extract_visual_feats``,
+    ``caption_import_feats``) so that ``dump_feats.sh`` can merge any of them.
+
+    Every ``log_interval`` clips (and after the last of ``total``) it logs
+    ``processed <i>/<total> clips (<rate> clips/s, <elapsed> s elapsed, ETA <eta> s)``;
+    the clock starts when the writer is created.
+
+    Args:
+        out_prefix: output path without extension, e.g. ``dump/cnn_resnet101_pooled/train/feats.3``.
+        filetype: ``"ark"`` or ``"hdf5"``.
+        feats_type: the name written to ``feats_type`` (e.g. ``logmel``, ``cnn_resnet101_grid``).
+        num_frames_path: ``utt2num_frames`` output (default: ``shard_sibling(out_prefix, "utt2num_frames")``).
+        total: number of clips expected (for the progress lines; ``None``: unknown).
+        log_interval: clips between progress lines (0: none).
+
+    Raises:
+        ValueError: as :class:`FeatWriter`.
+    """
+
+    def __init__(
+        self,
+        out_prefix: PathLike,
+        filetype: str,
+        feats_type: str,
+        num_frames_path: Optional[PathLike] = None,
+        total: Optional[int] = None,
+        log_interval: int = 0,
+    ) -> None:
+        super().__init__(out_prefix, filetype)
+        prefix = self.scp_path[: -len(".scp")]
+        self.feats_type = feats_type
+        self.num_frames_path = os.fspath(num_frames_path) if num_frames_path else shard_sibling(prefix, "utt2num_frames")
+        self.dim_path = shard_sibling(prefix, "feats_dim")
+        self.type_path = shard_sibling(prefix, "feats_type")
+        self.total = total
+        self.log_interval = log_interval
+        self._t0 = time.time()
+
+    def write(self, key: str, array) -> None:
+        """Add ``array`` (frames, dim) under ``key`` and log progress every ``log_interval`` clips."""
+        super().write(key, array)
+        i = len(self.num_frames)
+        if self.log_interval > 0 and (i % self.log_interval == 0 or i == self.total):
+            elapsed = time.time() - self._t0
+            rate = i / max(elapsed, 1e-9)
+            total = "?" if self.total is None else str(self.total)
+            eta = "?" if self.total is None else f"{max(self.total - i, 0) / max(rate, 1e-9):.1f}"
+            logging.info(
+                "processed %d/%s clips (%.1f clips/s, %.1f s elapsed, ETA %s s)", i, total, rate, elapsed, eta
+            )
+
+    def close(self, commit: bool = True) -> None:
+        """Close as :meth:`FeatWriter.close`; on commit also write the side files."""
+        if self._closed:
+            return
+        super().close(commit)
+        if not commit:
+            return
+        write_scp(self.num_frames_path, self.num_frames)
+        if self.dim is not None:
+            write_lines_atomic(self.dim_path, [str(self.dim)])
+            write_lines_atomic(self.type_path, [self.feats_type])
+        logging.info("wrote %d clips (dim %s, %s) to %s", len(self.num_frames), self.dim, self.feats_type, self.scp_path)
+
+
+def add_shard_arguments(parser, log_interval: int = 100) -> None:
+    """Add the output options of a shard job (``--out_prefix``, ``--filetype``, ``--log_interval``,
+    ``--write_num_frames``): the arguments of :class:`FeatShardWriter` that a binary exposes."""
+    from captionlib.utils.cli import str_or_none
+
+    parser.add_argument(
+        "--out_prefix", default=None, help="(required) output path without extension, e.g. DIR/feats.JOB"
+    )
+    parser.add_argument("--filetype", default="ark", choices=FILETYPES, help="feature file format")
+    parser.add_argument("--log_interval", type=int, default=log_interval, help="log progress (rate, ETA) every N clips")
+    parser.add_argument(
+        "--write_num_frames",
+        default=None,
+        type=str_or_none,
+        help="utt2num_frames output (default: DIR/utt2num_frames.JOB from --out_prefix DIR/feats.JOB)",
+    )
+
+
+def run_shard_job(func, args, errors=(ValueError, FileNotFoundError)) -> Dict[str, int]:
+    """Call ``func(**options)`` with the parsed options of a shard binary (less ``config``,
+    ``print_config``, ``log_level``); log an error of a type in ``errors`` and exit with status 1.
+
+    Returns:
+        what ``func`` returns (``{clip_id: frames}``).
+    """
+    kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}
+    try:
+        return func(**kwargs)
+    except errors as e:
+        logging.error("%s", e.args[0] if isinstance(e, KeyError) and e.args else e)
+        sys.exit(1)
 
 
 def _parse_h5_value(value: str):

@@ -72,6 +72,14 @@ PAPERS = {
     "ensemble": "Xu et al. 2020 (word-level ensemble)",
     "corpus_prior": "most frequent training caption",
 }
+#: Source of an XE model, by the ``(encoder, decoder)`` of its ``config.yaml`` (``"*"``: any);
+#: the first match wins, and a config without the keys is seed 000's ``crnn`` + ``gru``.
+XE_PAPERS = (
+    (("crnn", "gru"), PAPERS["xe"]),
+    (("*", "att_lstm"), "Anderson et al. 2018 (Top-Down attention), XE"),
+    (("linear", "*"), "Vinyals et al. 2015 (Show-and-Tell), XE"),
+    (("rnn", "*"), "Venugopalan et al. 2015 (S2VT-style, seed 004), XE"),
+)
 #: ``config.yaml`` keys that select seed 002's embedding reward of ``ac`` (value ``embedding``).
 AC_REWARD_KEYS = ("ac_reward", "reward_type")
 #: Metric, resamples and seed of the significance section.
@@ -140,15 +148,22 @@ def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> 
         (:func:`captionlib.rl.rewards.describe_reward`, e.g. ``"Liu et al. 2017 (MC-PG),
         reward CIDEr-D"``); ``ac`` reads ``"A2C, <reward> reward (Shi et al. value network)"``,
         or ``"Shi et al. (actor-critic, embedding reward)"`` when a key of
-        :data:`AC_REWARD_KEYS` is ``embedding``; a missing reward is said so. Other models:
-        :data:`PAPERS` (empty for an unknown kind).
+        :data:`AC_REWARD_KEYS` is ``embedding``; a missing reward is said so. An XE model:
+        :data:`XE_PAPERS` by its encoder and decoder (``"XE (<encoder> + <decoder>)"`` for a
+        pair not listed). Other models: :data:`PAPERS` (empty for an unknown kind).
     """
     from captionlib.rl.rewards import describe_reward
 
     algo = model_algorithm(model_path) or ""
+    config = config or {}
+    if algo == "xe":
+        model = (config.get("encoder", "crnn"), config.get("decoder", "gru"))
+        for pattern, paper in XE_PAPERS:
+            if all(p in ("*", m) for p, m in zip(pattern, model)):
+                return paper
+        return f"XE ({model[0]} + {model[1]})"
     if algo not in RL_ALGORITHMS:
         return PAPERS.get(algo, "")
-    config = config or {}
     if algo == "ac" and any(config.get(k) == "embedding" for k in AC_REWARD_KEYS):
         return "Shi et al. (actor-critic, embedding reward)"
     spec = config.get("reward")

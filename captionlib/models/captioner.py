@@ -12,51 +12,68 @@ import numpy as np
 import torch
 from torch import nn
 
-from captionlib.models.decoders import GRUDecoder
-from captionlib.models.encoders import CRNNEncoder
+from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
+from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
+from captionlib.models.encoding import BatchParts, cat_encodings
 
-ENCODERS = {"crnn": CRNNEncoder}
+ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder}
 EVAL_CHUNK = 8  # clips per encoder call in eval mode (see Captioner.encode)
-DECODERS = {"gru": GRUDecoder}
+DECODERS = {"gru": GRUDecoder, "lstm": LSTMDecoder, "att_lstm": TopDownDecoder}
 
 
 class Captioner(nn.Module):
-    """Encoder-decoder captioner (seed 000: CRNN encoder + GRU decoder).
+    """Encoder-decoder captioner, built from the encoder and decoder registries.
+
+    Seed 000 is ``crnn`` + ``gru`` on log-mel; Show-and-Tell (seeds 002, 003) is ``linear`` +
+    ``lstm`` on a pooled CNN vector; Top-Down attention (seed 001) is ``linear`` + ``att_lstm``
+    on regions or grid cells; S2VT (seed 004) is ``rnn`` + ``lstm`` on frame features.
 
     Args:
         vocab_size: number of tokens; ``eos_id = vocab_size - 1``, padding is 0.
-        n_mels: input feature dimension.
+        feats_dim: input feature dimension D (n_mels for log-mel, the CNN's channels for
+            images and videos). ``n_mels`` is accepted for it (model files written before
+            the visual front end).
         encoder: name in :data:`ENCODERS`; ``encoder_conf`` its keyword arguments.
-        decoder: name in :data:`DECODERS`; ``decoder_conf`` its keyword arguments.
+        decoder: name in :data:`DECODERS`; ``decoder_conf`` its keyword arguments. A decoder
+            fed ``v`` as its first input gets ``embed_size`` = the encoder's output size; an
+            attention decoder gets ``memory_size`` = that size.
         specaug_conf: keyword arguments of :class:`captionlib.audio.specaug.SpecAugment`
             (applied in training mode only), or ``None`` for no augmentation.
 
-    Buffers ``feats_mean``/``feats_std`` (n_mels,) hold the global mean/std of the
+    Buffers ``feats_mean``/``feats_std`` (feats_dim,) hold the global mean/std of the
     train features (seed 000 sec. 3.2); identity until :meth:`set_normalization`.
+
+    Raises:
+        ValueError: unknown encoder or decoder, or both ``feats_dim`` and ``n_mels`` given.
     """
 
     def __init__(
         self,
         vocab_size: int,
-        n_mels: int = 64,
+        feats_dim: Optional[int] = None,
         encoder: str = "crnn",
         encoder_conf: Optional[Dict[str, Any]] = None,
         decoder: str = "gru",
         decoder_conf: Optional[Dict[str, Any]] = None,
         specaug_conf: Optional[Dict[str, Any]] = None,
+        n_mels: Optional[int] = None,
     ):
         super().__init__()
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; choose from {sorted(ENCODERS)}")
         if decoder not in DECODERS:
             raise ValueError(f"unknown decoder {decoder!r}; choose from {sorted(DECODERS)}")
+        if feats_dim is not None and n_mels is not None:
+            raise ValueError("give feats_dim or its old name n_mels, not both")
+        feats_dim = feats_dim if feats_dim is not None else (n_mels if n_mels is not None else 64)
         self.vocab_size = vocab_size
         self.eos_id = vocab_size - 1
-        self.register_buffer("feats_mean", torch.zeros(n_mels))
-        self.register_buffer("feats_std", torch.ones(n_mels))
-        self.encoder = ENCODERS[encoder](n_mels=n_mels, **(encoder_conf or {}))
+        self.register_buffer("feats_mean", torch.zeros(feats_dim))
+        self.register_buffer("feats_std", torch.ones(feats_dim))
+        self.encoder = ENCODERS[encoder](feats_dim, **(encoder_conf or {}))
         dec_conf = dict(decoder_conf or {})
-        dec_conf.setdefault("embed_size", self.encoder.output_size)
+        self.uses_memory = bool(getattr(DECODERS[decoder], "uses_memory", False))
+        dec_conf.setdefault("memory_size" if self.uses_memory else "embed_size", self.encoder.output_size)
         self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
         self.freeze_encoder = False  # training option (not saved): see train()
         self.specaug = None
@@ -75,7 +92,7 @@ class Captioner(nn.Module):
         return self
 
     def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
-        """Set the global mean/std, each (n_mels,), from ``feats_stats.npz``."""
+        """Set the global mean/std, each (feats_dim,), from ``feats_stats.npz``."""
         self.feats_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
         self.feats_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp(min=1e-5))
 
@@ -86,18 +103,23 @@ class Captioner(nn.Module):
         zero-padded to it, so even a clip of 1 frame gets an embedding (from its valid
         frames; ``feat_lens`` are not changed).
 
+        With an attention decoder (``uses_memory``) the encoding is
+        :class:`~captionlib.models.encoding.BatchParts` ``(v, memory, memory_lens)``: the
+        clip vector (batch, embed), the encoder's frame outputs (batch, frames', embed) and
+        their valid lengths (batch,); decoding and RL handle it like a tensor.
+
         In eval mode the batch is encoded in chunks of :data:`EVAL_CHUNK` clips, each cut to
         its own longest clip: the encoder is batch-independent, so the result is the same
         (to float rounding), and on CPU it is faster than one large batch.
 
         Args:
-            feats: (batch, frames, n_mels) log-mel features.
+            feats: (batch, frames, feats_dim) features (log-mel frames, regions, video frames).
             feat_lens: (batch,) frames per clip.
             return_cnn: also return the encoder's time-pooled CNN features
                 (:meth:`CRNNEncoder.forward_with_cnn`), from the same encoder pass.
 
         Returns:
-            v: (batch, embed) audio embedding; with ``return_cnn``, the pair ``(v, cnn)``
+            v: (batch, embed) clip embedding (or the parts above); with ``return_cnn``, the pair ``(v, cnn)``
             with ``cnn`` (batch, ``encoder.cnn_output_size``), the CNN output averaged over
             each clip's valid frames (seed 004's attribute-branch input).
 
@@ -115,8 +137,8 @@ class Captioner(nn.Module):
                 lens = feat_lens[i: i + EVAL_CHUNK]
                 chunks.append(self.encode(feats[i: i + EVAL_CHUNK, : int(lens.max())], lens, return_cnn))
             if return_cnn:
-                return torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks])
-            return torch.cat(chunks)
+                return cat_encodings([c[0] for c in chunks]), torch.cat([c[1] for c in chunks])
+            return cat_encodings(chunks)
         x = (feats - self.feats_mean) / self.feats_std
         # padded frames are zero after normalisation too (the mean of the normalised features)
         valid = torch.arange(x.size(1), device=x.device)[None, :] < feat_lens[:, None]
@@ -124,16 +146,18 @@ class Captioner(nn.Module):
         if self.specaug is not None and self.training:
             x = self.specaug(x, feat_lens)
         if return_cnn:
-            v, _, cnn = self.encoder.forward_with_cnn(x, feat_lens)
-            return v, cnn
-        v, _ = self.encoder(x, feat_lens)
-        return v
+            v, frames, cnn = self.encoder.forward_with_cnn(x, feat_lens)
+        else:
+            v, frames = self.encoder(x, feat_lens)
+        if self.uses_memory:
+            v = BatchParts((v, frames, self.encoder.output_lengths(feat_lens, x.size(1))))
+        return (v, cnn) if return_cnn else v
 
     def forward(self, feats: torch.Tensor, feat_lens: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits.
 
         Args:
-            feats: (batch, frames, n_mels); feat_lens: (batch,).
+            feats: (batch, frames, feats_dim); feat_lens: (batch,).
             ys: (batch, length) caption token ids, 0-padded, without eos.
 
         Returns:
@@ -176,7 +200,11 @@ def count_parameters(module: nn.Module) -> int:
 
 
 def build_model(model_conf: Dict[str, Any]) -> Captioner:
-    """Build a :class:`Captioner` from its ``model_conf`` (constructor keyword arguments)."""
+    """Build a :class:`Captioner` from its ``model_conf`` (constructor keyword arguments).
+
+    Raises:
+        ValueError: as :class:`Captioner`.
+    """
     return Captioner(**model_conf)
 
 
@@ -212,3 +240,12 @@ def load_model_file(path: str, map_location: str = "cpu") -> Tuple[Captioner, di
     model.load_state_dict(obj["model"])
     model.eval()
     return model, obj
+
+
+def model_feats_dim(model_conf: Dict[str, Any]) -> int:
+    """The input feature dimension of a ``model_conf`` (``feats_dim``, or ``n_mels`` in model
+    files written before the visual front end; 64 if neither, the constructor's default)."""
+    for key in ("feats_dim", "n_mels"):
+        if model_conf.get(key) is not None:
+            return int(model_conf[key])
+    return 64

@@ -1,7 +1,19 @@
-"""Audio encoders.
+"""Encoders of (batch, frames, dim) feature matrices, chosen by ``encoder:`` in the config.
 
-:class:`CRNNEncoder` is the encoder of seed 000 (Xu et al., "A CRNN-GRU based
-reinforcement learning approach to audio captioning", DCASE 2020, Fig. 1 / sec. 2.1).
+Every encoder maps features (batch, frames, input_size) and their lengths (batch,) to a clip
+vector ``v`` (batch, output_size) and frame-level outputs (batch, frames', output_size), and
+gives the valid lengths of those outputs through ``output_lengths``; the frame outputs are the
+memory of an attention decoder. The modality is only in the features (log-mel frames, image
+regions or grid cells, video frames), not here.
+
+- :class:`CRNNEncoder` (``crnn``): seed 000's audio encoder (Xu et al., "A CRNN-GRU based
+  reinforcement learning approach to audio captioning", DCASE 2020, Fig. 1 / sec. 2.1).
+- :class:`LinearEncoder` (``linear``): a learned projection of each frame/region, mean-pooled
+  for ``v``: the image embedding of Show-and-Tell (Vinyals et al. 2015; seeds 002, 003) on a
+  pooled CNN vector, and the region projection of Top-Down attention (Anderson et al. 2018;
+  seed 001) on regions or grid cells.
+- :class:`RNNEncoder` (``rnn``): a projection then an LSTM/GRU over frames, ``v`` its last
+  valid state: the temporal encoder of S2VT (Venugopalan et al. 2015) used by seed 004.
 """
 
 from typing import Sequence, Tuple
@@ -186,6 +198,11 @@ class CRNNEncoder(nn.Module):
         x = self.rnn(x, out_lens)
         return masked_mean(x, out_lens), x
 
+    def output_lengths(self, lengths: torch.Tensor, frames: int) -> torch.Tensor:
+        """Valid frames (batch,) of the frame-level outputs for input ``lengths`` (batch,) of a
+        batch padded to ``frames``: ``lengths // 4`` clamped to [1, frames // 4]."""
+        return (lengths // self.time_subsampling).clamp(min=1, max=max(frames // self.time_subsampling, 1))
+
     def forward_with_cnn(
         self, feats: torch.Tensor, lengths: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -221,3 +238,113 @@ class CRNNEncoder(nn.Module):
                     lens = lens // layer.kernel_size[0]
         x = x.permute(0, 2, 1, 3).flatten(2)  # (B, T/4, C*F')
         return x, lens.clamp(min=1, max=x.size(1))
+
+
+class LinearEncoder(nn.Module):
+    """Projection of each frame/region: Linear -> ReLU -> dropout; ``v`` is the masked mean.
+
+    On a pooled CNN vector (1 frame) this is the image embedding of Show-and-Tell (Vinyals et
+    al. 2015, sec. 3.1: a linear map of the CNN output; seeds 002 and 003), with a ReLU and
+    dropout added as in self-critical.pytorch's ``fc_embed``; on regions or grid cells it is
+    the feature embedding of Top-Down attention in self-critical.pytorch (``att_embed``:
+    Linear -> ReLU -> dropout before the attention of Anderson et al. 2018; seed 001), whose
+    decoder attends over the frame outputs.
+
+    Args:
+        input_size: feature dimension D (e.g. 2048 for ResNet-152 / bottom-up regions).
+        output_size: projection size (the decoder's ``embed_size`` for GRU/LSTM decoders).
+        dropout: dropout after the ReLU.
+    """
+
+    time_subsampling = 1
+
+    def __init__(self, input_size: int, output_size: int = 512, dropout: float = 0.5):
+        super().__init__()
+        self.proj = nn.Linear(input_size, output_size)
+        self.dropout = nn.Dropout(dropout)
+        self.output_size = output_size
+        self.cnn_output_size = output_size
+
+    def output_lengths(self, lengths: torch.Tensor, frames: int) -> torch.Tensor:
+        """Valid output frames (batch,): the input ``lengths`` clamped to [1, frames]."""
+        return lengths.clamp(min=1, max=frames)
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: feats (batch, frames, input_size), lengths (batch,).
+        Returns: ``v`` (batch, output_size) and frame outputs (batch, frames, output_size),
+        zero beyond each length."""
+        lens = self.output_lengths(lengths, feats.size(1))
+        valid = (torch.arange(feats.size(1), device=feats.device)[None, :] < lens[:, None]).to(feats.dtype)
+        x = self.dropout(torch.relu(self.proj(feats))) * valid[..., None]
+        return masked_mean(x, lens), x
+
+    def forward_with_cnn(self, feats: torch.Tensor, lengths: torch.Tensor):
+        """:meth:`forward` plus the temporally pooled projected features (batch, output_size),
+        here equal to ``v`` (the attribute-branch input of seed 004, sec. 3.1)."""
+        v, x = self.forward(feats, lengths)
+        return v, x, v
+
+
+class RNNEncoder(nn.Module):
+    """Projection then a one-directional LSTM (or GRU) over frames; ``v`` is the state at each
+    clip's last valid frame.
+
+    S2VT's encoding phase (Venugopalan et al. 2015; seed 004 sec. 3.1: CNN frame features
+    -> a fully connected layer of 500 -> LSTMs with 1000 units). S2VT shares its two LSTM
+    layers between encoding and decoding; here the encoder's last state is ``v``, which the
+    decoder receives as its first input (and its initial state with ``init_state: audio``).
+    Being causal, the outputs of a clip do not depend on the padding of its batch.
+
+    Args:
+        input_size: feature dimension D (1536 for Inception-ResNet-v2 pooled frames).
+        proj_size: size of the frame projection (0: none).
+        hidden_size: RNN units (``output_size``).
+        num_layers: stacked RNN layers.
+        cell: ``lstm`` or ``gru``.
+        dropout: dropout on the projected frames.
+
+    Raises:
+        ValueError: unknown ``cell``.
+    """
+
+    time_subsampling = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        proj_size: int = 500,
+        hidden_size: int = 1000,
+        num_layers: int = 1,
+        cell: str = "lstm",
+        dropout: float = 0.2,
+    ):
+        super().__init__()
+        if cell not in ("lstm", "gru"):
+            raise ValueError(f"RNNEncoder cell must be lstm or gru, got {cell!r}")
+        self.proj = nn.Linear(input_size, proj_size) if proj_size > 0 else None
+        self.dropout = nn.Dropout(dropout)
+        rnn = nn.LSTM if cell == "lstm" else nn.GRU
+        self.cnn_output_size = proj_size if proj_size > 0 else input_size
+        self.rnn = rnn(self.cnn_output_size, hidden_size, num_layers=num_layers, batch_first=True)
+        self.output_size = hidden_size
+
+    output_lengths = LinearEncoder.output_lengths
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: feats (batch, frames, input_size), lengths (batch,).
+        Returns: ``v`` (batch, hidden_size), the output at each clip's last valid frame, and
+        the frame outputs (batch, frames, hidden_size), zero beyond each length."""
+        return self.forward_with_cnn(feats, lengths)[:2]
+
+    def forward_with_cnn(self, feats: torch.Tensor, lengths: torch.Tensor):
+        """:meth:`forward` plus the projected frame features averaged over each clip's valid
+        frames (batch, ``cnn_output_size``): seed 004's attribute-branch input ("temporal
+        average pooling" of the CNN + fully connected frame features, sec. 3.1)."""
+        lens = self.output_lengths(lengths, feats.size(1))
+        x = feats if self.proj is None else torch.relu(self.proj(feats))
+        frames_mean = masked_mean(x, lens)
+        out, _ = self.rnn(self.dropout(x))
+        valid = (torch.arange(out.size(1), device=out.device)[None, :] < lens[:, None]).to(out.dtype)
+        out = out * valid[..., None]
+        v = out[torch.arange(out.size(0), device=out.device), lens - 1]
+        return v, out, frames_mean

@@ -64,6 +64,7 @@ from torch import nn
 
 from captionlib.data.datasets import pad_ids
 from captionlib.decode.search import sample
+from captionlib.models.encoding import pooled
 from captionlib.rl import AC_REWARDS as REWARD_TYPES
 from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
 from captionlib.rl.embedding import AudioCaptionEmbedding, FrameEncoder, ranking_loss
@@ -270,7 +271,7 @@ class ActorCritic(SampledObjective):
             own_loss = own_loss + emb_loss
             stats["embedding_loss"] = emb_loss.item()
         if self.value_encoder is None:
-            critic_in = vv.detach()
+            critic_in = pooled(vv).detach()
         else:
             critic_in = self.value_encoder(feats, lens).repeat_interleave(n, 0)
         values = self.critic(critic_in, out.tokens)  # (N, L)

@@ -83,7 +83,7 @@ class MonteCarloPG(SampledObjective):
 
     Args:
         reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
-        hidden_size: size of the decoder hidden vector (``model.decoder.rnn.hidden_size``).
+        hidden_size: size of the decoder hidden vector (``model.decoder.hidden_size``).
         num_rollouts: K, rollouts per step.
         num_samples: M, captions sampled per clip (seed 003: 1).
         baseline_hidden: hidden units of the baseline MLP.

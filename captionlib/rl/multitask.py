@@ -59,6 +59,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from captionlib.models.encoding import pooled
 from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
 from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.rl.rewards import Reward
@@ -311,7 +312,8 @@ class MultiTask(PolicyGradient):
         if self.attribute_input == "cnn":  # one encoder pass gives both inputs
             v, attr_in = model.encode(feats, lens, return_cnn=True)
         else:
-            v = attr_in = model.encode(feats, lens)
+            v = model.encode(feats, lens)
+            attr_in = pooled(v)
         rl_loss, stats = self.loss_from_embedding(model, clips, v, feats, lens)
         attr_loss, attr_stats = self.attribute_loss(attr_in, clips)
         loss = self.alpha * rl_loss + (1.0 - self.alpha) * attr_loss

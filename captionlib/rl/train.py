@@ -108,7 +108,7 @@ def build_objective(
         from captionlib.rl.mc_pg import MonteCarloPG
 
         return MonteCarloPG(
-            reward, tokenizer, hidden_size=model.decoder.rnn.hidden_size, num_rollouts=num_rollouts, **kw
+            reward, tokenizer, hidden_size=model.decoder.hidden_size, num_rollouts=num_rollouts, **kw
         )
     if rl_algo == "multitask":
         from captionlib.rl.multitask import MultiTask

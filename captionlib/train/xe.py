@@ -140,7 +140,7 @@ def train_xe(
     tokenizer = load_tokenizer(token_list)
     model_conf = {
         "vocab_size": tokenizer.vocab_size,
-        "n_mels": feats_dim(train_data_dir),
+        "feats_dim": feats_dim(train_data_dir),
         "encoder": encoder,
         "encoder_conf": encoder_conf or {},
         "decoder": decoder,

@@ -15,16 +15,6 @@ log() {
     local fname=${BASH_SOURCE[1]##*/}
     echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*"
 }
-min() {
-    local a b
-    a=$1
-    for b in "$@"; do
-        if [ "${b}" -le "${a}" ]; then
-            a="${b}"
-        fi
-    done
-    echo "${a}"
-}
 SECONDS=0
 
 # General configuration
@@ -44,7 +34,7 @@ expdir=exp           # Directory to save experiments.
 local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh.
 
 # Feature extraction related
-feats_type=logmel # Feature type (names dump/<feats_type>/).
+feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features listed by clip2id).
 feats_config=     # Feature config (e.g. conf/feats_logmel.yaml).
 feats_filetype=ark # Feature file type: ark or hdf5.
 
@@ -127,7 +117,8 @@ Options:
     --local_data_opts # The options given to local/download.sh or local/generate.sh, and local/data.sh (default="${local_data_opts}").
 
     # Feature extraction related
-    --feats_type     # Feature type (default="${feats_type}").
+    --feats_type     # Feature type: logmel (wav.scp), cnn (image.scp or video.scp) or import
+                     # (precomputed features of the clips in clip2id) (default="${feats_type}").
     --feats_config   # Feature config, required (default="${feats_config}").
     --feats_filetype # Feature file type: ark or hdf5 (default="${feats_filetype}").
 
@@ -239,6 +230,7 @@ for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_di
     case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
 done
 case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
+case "${feats_type}" in logmel|cnn|import) ;; *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
     # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
@@ -258,11 +250,16 @@ all_sets=$(echo "${train_set} ${valid_set} ${test_sets} ${xe_test_sets}" | tr ' 
 if [ "${token_type}" = bpe ]; then token_tag=bpe${nbpe}; else token_tag=word; fi
 token_list=data/token_list/${token_tag}/tokens.txt
 word2vec_file=data/token_list/${token_tag}/word2vec.npy
-stats_dir=${expdir}/stats_${feats_type}
+# Feature tag (names dump/<feats_tag>/, exp/stats_<feats_tag> and the XE dirs): the feature type,
+# plus the feature config's name unless it is conf/feats_<feats_type>.yaml, so that two feature
+# configs (e.g. two CNNs) never share a dump dir or an experiment.
+_fc=$(basename "${feats_config}" .yaml); _fc=${_fc#feats_}; _fc=${_fc#"${feats_type}"_}
+if [ "${_fc}" = "${feats_type}" ]; then feats_tag=${feats_type}; else feats_tag=${feats_type}_${_fc}; fi
+stats_dir=${expdir}/stats_${feats_tag}
 feats_stats=${stats_dir}/feats_stats.npz
 cider_df=${stats_dir}/cider_df.pkl
 if [ -z "${xe_tag}" ]; then
-    xe_tag=xe_$(basename "${xe_config}" .yaml)_${feats_type}_${token_tag}$(sanitize "${xe_args}")
+    xe_tag=xe_$(basename "${xe_config}" .yaml)_${feats_tag}_${token_tag}$(sanitize "${xe_args}")
     if "${word2vec}"; then
         xe_tag+=_w2v$(sanitize "${word2vec_args}")
     fi
@@ -430,18 +427,22 @@ if ! "${skip_data_prep}"; then
         if [ ${#_train_sets[@]} -gt 1 ]; then
             utils/combine_data.sh "data/${train_set}" "${_train_sets[@]/#/data/}"
         fi
+        _opts=(--no-feats)
+        if [ "${feats_type}" = import ]; then
+            _opts+=(--no-media)  # the features come from elsewhere: no media list needed
+        fi
         for dset in ${all_sets}; do
-            utils/validate_data_dir.sh --no-feats "data/${dset}"
+            utils/validate_data_dir.sh "${_opts[@]}" "data/${dset}"
         done
     fi
 
     if [ ${stage} -le 2 ] && [ ${stop_stage} -ge 2 ]; then
-        log "Stage 2: Feature extraction (${feats_type}, ${feats_filetype}): data/* -> ${dumpdir}/${feats_type}/*"
+        log "Stage 2: Feature extraction (${feats_type}, ${feats_filetype}): data/* -> ${dumpdir}/${feats_tag}/*"
         for dset in ${all_sets}; do
-            _nj=$(min "${nj}" "$(wc -l < "data/${dset}/wav.scp")")
-            scripts/dump_feats.sh --cmd "${train_cmd}" --nj "${_nj}" --filetype "${feats_filetype}" \
-                --feats_config "${feats_config}" --python "${python}" \
-                "data/${dset}" "${dumpdir}/${feats_type}/${dset}"
+            # dump_feats.sh caps nj at the number of clips
+            scripts/dump_feats.sh --cmd "${train_cmd}" --nj "${nj}" --feats_type "${feats_type}" \
+                --filetype "${feats_filetype}" --feats_config "${feats_config}" --python "${python}" \
+                "data/${dset}" "${dumpdir}/${feats_tag}/${dset}"
         done
     fi
 
@@ -461,7 +462,7 @@ if ! "${skip_data_prep}"; then
         log "Stage 4: Statistics of ${train_set}: ${feats_stats}, ${cider_df}"
         mkdir -p "${stats_dir}/logs"
         ${train_cmd} "${stats_dir}/logs/compute_stats.log" ${python} -m captionbin.caption_compute_stats \
-            --feats_scp "${dumpdir}/${feats_type}/${train_set}/feats.scp" --output "${feats_stats}"
+            --feats_scp "${dumpdir}/${feats_tag}/${train_set}/feats.scp" --output "${feats_stats}"
         ${train_cmd} "${stats_dir}/logs/compute_cider_df.log" ${python} -m captionbin.caption_compute_cider_df \
             --text "data/${train_set}/text" --output "${cider_df}"
     fi
@@ -484,8 +485,8 @@ if ! "${skip_train}"; then
             # shellcheck disable=SC2086
             ${cuda_cmd} --gpu "${ngpu}" "${_xe_exp}/train.log" \
                 ${python} -m captionbin.caption_train --config "${xe_config}" \
-                    --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
-                    --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                    --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
+                    --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
                     --token_list "${token_list}" --feats_stats "${feats_stats}" \
                     --output_dir "${_xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args} $(seed_opts "${_s}")
         done
@@ -508,8 +509,8 @@ if ! "${skip_train}"; then
                 ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
                     ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
                         --init_param "$(rl_init_of "${_s}")" \
-                        --train_data_dir "${dumpdir}/${feats_type}/${train_set}" \
-                        --valid_data_dir "${dumpdir}/${feats_type}/${valid_set}" \
+                        --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
+                        --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
                         --token_list "${token_list}" --cider_df "${cider_df}" \
                         --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args} $(seed_opts "${_s}")
             done
@@ -540,7 +541,7 @@ if ! "${skip_eval}"; then
                 scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
                     --decode_config "${decode_config}" --decode_args "${decode_args}" \
                     --num_diversity_samples "${num_diversity_samples}" --nbest "${diversity_nbest}" \
-                    "${_models}" "${dumpdir}/${feats_type}/${dset}" "${_ddir}/${dset}"
+                    "${_models}" "${dumpdir}/${feats_tag}/${dset}" "${_ddir}/${dset}"
             done
         done
         if [ -n "${prior_dir}" ]; then

@@ -7,7 +7,7 @@
 # Each seed paper's own system (rows of RESULTS.md): ./run_preset.sh <preset> (see README.md).
 # Word2Vec (--word2vec true, the seed000_crnn_w presets) matches the decoder's 128-d embeddings.
 # Options: ./run.sh --help. Seed-sized models (slower):
-#   ./run.sh --feats_type logmel_seed --feats_config conf/feats_logmel_seed.yaml \
+#   ./run.sh --feats_config conf/feats_logmel_seed.yaml \
 #       --xe_config conf/tuning/train_xe_crnn_gru.yaml --rl_algo scst --rl_config conf/tuning/train_scst_crnn_gru.yaml
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail

@@ -155,6 +155,13 @@ def test_model_algorithm_and_paper():
     assert model_algorithm(f"{XE}/mc_pg_x") == "mc_pg" and model_algorithm(f"{XE}/ac_x") == "ac"
     assert model_algorithm("ensemble_seed2") == "ensemble" and model_algorithm("corpus_prior") == "corpus_prior"
     assert model_algorithm("baseline_x") is None and model_paper("baseline_x") == ""
+    # XE: the paper of the configured model (seed 000's CRNN + GRU without the keys)
+    assert model_paper(XE) == model_paper(XE, {"encoder": "crnn", "decoder": "gru"}) == "Xu et al. 2020 (seed 000), XE"
+    assert model_paper(XE, {"encoder": "linear", "decoder": "att_lstm"}).startswith("Anderson et al. 2018")
+    assert model_paper(XE, {"encoder": "rnn", "decoder": "att_lstm"}).startswith("Anderson et al. 2018")
+    assert model_paper(XE, {"encoder": "linear", "decoder": "lstm"}).startswith("Vinyals et al. 2015")
+    assert model_paper(XE, {"encoder": "rnn", "decoder": "lstm"}).startswith("Venugopalan et al. 2015")
+    assert model_paper(XE, {"encoder": "crnn", "decoder": "lstm"}) == "XE (crnn + lstm)"
     cider = {"reward": "cider_d:1.0"}
     assert model_paper(f"{XE}/sle_x", cider) == "Chen & Jin 2020 (SLE), reward CIDEr-D"
     assert model_paper(f"{XE}/multitask_x", cider) == "Li & Gong 2019 (multitask), reward CIDEr-D"

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 
-# Extract features of a data dir into a dump dir with captionbin.caption_dump_feats, as a
-# JOB array: wav.scp is split into <nj> shards (utils/split_scp.pl), job JOB writes
+# Extract features of a data dir into a dump dir, as a JOB array. The feature type picks the
+# clip list and the binary:
+#   logmel: wav.scp              -> captionbin.caption_dump_feats (log-mel of the audio)
+#   cnn:    image.scp/video.scp  -> captionbin.caption_extract_visual_feats (CNN features of
+#           each image, or of N frames of each video)
+#   import: clip2id              -> captionbin.caption_import_feats (precomputed features in
+#           the self-critical.pytorch or per-video HDF5 layouts)
+# The list is split into <nj> shards (utils/split_scp.pl), job JOB writes
 # <dump-dir>/feats.JOB.{ark|h5} + feats.JOB.scp + utt2num_frames.JOB, then the shards are
 # merged and sorted (LC_ALL=C) into feats.scp / utt2num_frames, and feats_dim / feats_type
-# are written. text, utt2spk, spk2utt, wav.scp, aud2name and reco2dur are copied.
+# are written. The data dir's other files (text, utt2spk, spk2utt, the media list, clip2id,
+# aud2name, reco2dur) are copied.
 # A .done marker (holding the options and the inputs' checksums) makes re-running with the same
 # options and unchanged inputs a no-op.
 set -euo pipefail
@@ -16,6 +23,7 @@ log() {
 SECONDS=0
 
 cmd=utils/run.pl                      # Job wrapper (run.pl, slurm.pl ...).
+feats_type=logmel                     # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id).
 nj=4                                  # Number of jobs (capped at the number of clips).
 filetype=ark                          # Feature file type: ark or hdf5.
 feats_config=conf/feats_logmel.yaml   # Feature config (keys of caption_dump_feats).
@@ -29,6 +37,7 @@ e.g.
 
 Options:
   --cmd           # Job wrapper (default="${cmd}").
+  --feats_type    # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id) (default="${feats_type}").
   --nj            # Number of jobs, capped at the number of clips (default="${nj}").
   --filetype      # ark or hdf5 (default="${filetype}").
   --feats_config  # Feature config YAML (default="${feats_config}").
@@ -52,20 +61,38 @@ case "${filetype}" in
     hdf5) ext=h5 ;;
     *) log "Error: --filetype must be ark or hdf5, got '${filetype}'"; exit 2 ;;
 esac
-[ -f "${data}/wav.scp" ] || { log "Error: ${data}/wav.scp not found"; exit 1; }
+# the clip list, the binary and its options for the list
+case "${feats_type}" in
+    logmel) list=wav.scp; binary=caption_dump_feats; list_opts=(--wav_scp) ;;
+    cnn)
+        binary=caption_extract_visual_feats
+        if [ -f "${data}/image.scp" ] && [ -f "${data}/video.scp" ]; then
+            log "Error: ${data} has both image.scp and video.scp"; exit 1
+        elif [ -f "${data}/video.scp" ]; then
+            list=video.scp; list_opts=(--media_type video --media_scp)
+        else
+            list=image.scp; list_opts=(--media_type image --media_scp)
+        fi ;;
+    import) list=clip2id; binary=caption_import_feats; list_opts=(--clip2id) ;;
+    *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2 ;;
+esac
+[ -f "${data}/${list}" ] || { log "Error: ${data}/${list} not found (needed by --feats_type ${feats_type})"; exit 1; }
 [ -f "${feats_config}" ] || { log "Error: feature config ${feats_config} not found"; exit 1; }
 
-nclips=$(wc -l < "${data}/wav.scp")
-[ "${nclips}" -gt 0 ] || { log "Error: ${data}/wav.scp is empty"; exit 1; }
+nclips=$(wc -l < "${data}/${list}")
+[ "${nclips}" -gt 0 ] || { log "Error: ${data}/${list} is empty"; exit 1; }
 
 # What the .done marker records, so that a re-run redoes the dump when any of it changed: the
 # file type, the resolved feature options (the config with the binary's current defaults),
-# wav.scp, and the size and modification time of every audio file it lists (an input file
-# fixed in place).
-_resolved=$(${python} -m captionbin.caption_dump_feats --config "${feats_config}" --print_config | md5sum | cut -d' ' -f1)
-_audio=$({ cut -d' ' -f2- "${data}/wav.scp" | tr '\n' '\0' | xargs -0 stat -L -c '%n %s %.9Y' 2>/dev/null || true; } \
-    | md5sum | cut -d' ' -f1)
-_key="filetype=${filetype} feats_options=${_resolved} wav_scp=$(md5sum < "${data}/wav.scp" | cut -d' ' -f1) audio=${_audio}"
+# the clip list, and the size and modification time of every media file it lists and of the
+# files the options name (source: the imported features, cnn_weights: the CNN), so that an
+# input fixed in place is seen (clip2id lists ids, not files).
+_options=$(${python} -m "captionbin.${binary}" --config "${feats_config}" --print_config)
+_named=$(printf '%s\n' "${_options}" | sed -n -e 's/^source: *//p' -e 's/^cnn_weights: *//p' | grep -v '^null$' || true)
+_media=$({ { cut -d' ' -f2- "${data}/${list}"; [ -z "${_named}" ] || printf '%s\n' "${_named}"; } | tr '\n' '\0' \
+    | xargs -0 stat -L -c '%n %s %.9Y' 2>/dev/null || true; } | md5sum | cut -d' ' -f1)
+_key="feats_type=${feats_type} filetype=${filetype} feats_options=$(printf '%s\n' "${_options}" | md5sum | cut -d' ' -f1)"
+_key+=" ${list}=$(md5sum < "${data}/${list}" | cut -d' ' -f1) media=${_media}"
 if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
     log "${dir} is already dumped (remove ${dir}/.done to redo)"
     exit 0
@@ -80,20 +107,20 @@ fi
 mkdir -p "${dir}/log"
 dir=$(cd "${dir}" && pwd)  # absolute, so that feats.scp holds absolute paths
 rm -f "${dir}/.done" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
-    "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/wav.*.scp
+    "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/"${list}".*
 
 split_scps=()
 for n in $(seq "${nj}"); do
-    split_scps+=("${dir}/log/wav.${n}.scp")
+    split_scps+=("${dir}/log/${list}.${n}")
 done
-utils/split_scp.pl "${data}/wav.scp" "${split_scps[@]}"
+utils/split_scp.pl "${data}/${list}" "${split_scps[@]}"
 
-log "Dumping ${filetype} features of ${nclips} clips with ${nj} jobs: log in ${dir}/log/dump_feats.*.log"
+log "Dumping ${feats_type} ${filetype} features of ${nclips} clips (${list}) with ${nj} jobs: log in ${dir}/log/dump_feats.*.log"
 # shellcheck disable=SC2086
 ${cmd} JOB=1:"${nj}" "${dir}/log/dump_feats.JOB.log" \
-    ${python} -m captionbin.caption_dump_feats \
+    ${python} -m "captionbin.${binary}" \
         --config "${feats_config}" \
-        --wav_scp "${dir}/log/wav.JOB.scp" \
+        "${list_opts[@]}" "${dir}/log/${list}.JOB" \
         --filetype "${filetype}" \
         --out_prefix "${dir}/feats.JOB"
 
@@ -118,11 +145,11 @@ done
 
 nfeats=$(wc -l < "${dir}/feats.scp")
 if [ "${nfeats}" -ne "${nclips}" ]; then
-    log "Error: ${dir}/feats.scp has ${nfeats} clips, ${data}/wav.scp has ${nclips}"
+    log "Error: ${dir}/feats.scp has ${nfeats} clips, ${data}/${list} has ${nclips}"
     exit 1
 fi
 
-for f in wav.scp text utt2spk spk2utt aud2name reco2dur; do
+for f in wav.scp image.scp video.scp clip2id text utt2spk spk2utt aud2name reco2dur; do
     if [ -f "${data}/${f}" ]; then
         cp "${data}/${f}" "${dir}/${f}"
     fi

@@ -1,0 +1,137 @@
+"""CNN feature extraction over an image/video scp shard (the body of ``caption_extract_visual_feats``).
+
+Writes the same shard files as the audio front end (:mod:`captionlib.audio.dump`) through
+:class:`captionlib.io.feats.FeatShardWriter`, so ``egs/TEMPLATE/scripts/dump_feats.sh`` merges
+them the same way. Per clip the matrix is:
+
+* image, ``pooled``: (1, C), the mean of the last conv map (self-critical.pytorch "fc");
+* image, ``grid``: (H'*W', C), every position of the map (self-critical.pytorch "att",
+  Show-Attend-Tell annotation vectors);
+* video, ``pooled``: (T, C), one pooled vector per sampled frame (T <= ``num_frames``).
+"""
+
+import logging
+import os
+from typing import Dict, Optional
+
+from captionlib.io.datadir import PathLike, read_scp
+from captionlib.visual import MEDIA_TYPES, default_image_size
+
+
+def extract_visual_feats(
+    media_scp: PathLike,
+    out_prefix: PathLike,
+    media_type: str = "image",
+    filetype: str = "ark",
+    cnn: str = "resnet101",
+    cnn_weights: Optional[PathLike] = None,
+    output: str = "pooled",
+    image_size: Optional[int] = None,
+    num_frames: int = 20,
+    batch_size: int = 16,
+    num_threads: int = 1,
+    log_interval: int = 100,
+    seed: int = 0,
+    write_num_frames: Optional[PathLike] = None,
+) -> Dict[str, int]:
+    """Extract CNN features of every clip of ``media_scp`` into one ark or h5 shard.
+
+    Writes ``<out_prefix>.{ark|h5}``, ``<out_prefix>.scp`` and, for
+    ``out_prefix=DIR/feats.JOB``, ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and
+    ``DIR/feats_type.JOB`` (``cnn_<name>_<output>``; for ``exported`` the name saved in
+    the ``.pt2``). Logs progress with rate and ETA every ``log_interval`` clips.
+
+    Args:
+        media_scp: ``<clip-id> <image or video path>`` lines (path may contain spaces).
+        out_prefix: output path without extension, e.g. ``dump/cnn_resnet101_grid/train/feats.3``.
+        media_type: ``image`` or ``video``.
+        filetype: ``ark`` or ``hdf5``.
+        cnn: a name of :data:`captionlib.visual.CNN_NAMES`.
+        cnn_weights: state dict (torchvision names) or ``.pt2`` (``exported``).
+        output: ``pooled`` or ``grid`` (images only).
+        image_size: side in pixels of the square crop; None: the backbone's own size
+            (:func:`captionlib.visual.default_image_size`: 224 for ResNet/VGG/random_convnet,
+            299 for Inception-v3, for ``exported`` the ``image_size`` saved in the ``.pt2``).
+            An explicit size different from an exported backbone's is used, with a warning.
+        num_frames: frames sampled uniformly per video.
+        batch_size: images (or frames of one video) per CNN forward.
+        num_threads: torch intra-op threads (1: one core per job; 0: leave torch's setting).
+            Set process-wide and left set.
+        log_interval: clips between progress lines (0: none).
+        seed: ``random_convnet`` initialisation seed.
+        write_num_frames: ``utt2num_frames`` output (default derived from ``out_prefix``).
+
+    Returns:
+        ``{clip_id: rows}``.
+
+    Raises:
+        ValueError: bad option (unknown media type/output, ``grid`` for video, sizes < 1),
+            a ``.pt2`` that is not a ``torch.export`` program,
+            malformed ``media_scp``, or an unreadable/empty medium (the message names
+            ``<media_scp>:<line>``, the clip id and the path).
+        FileNotFoundError: a missing medium (same naming) or weights file.
+        RuntimeError: a torchvision backbone without an importable torchvision.
+    """
+    import torch
+
+    from captionlib.io.feats import FeatShardWriter
+    from captionlib.visual.cnn import build_backbone, cnn_features, load_exported
+    from captionlib.visual.media import load_image_tensor, load_video_tensor
+
+    if media_type not in MEDIA_TYPES:
+        raise ValueError(f"media_type must be one of {MEDIA_TYPES}, got {media_type!r}")
+    if media_type == "video" and output != "pooled":
+        raise ValueError("video features are pooled per frame: use --output pooled")
+    for name, value in (("image_size", image_size), ("num_frames", num_frames), ("batch_size", batch_size)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)
+    if cnn == "exported" and cnn_weights:
+        backbone, meta = load_exported(cnn_weights)
+        name = meta.get("cnn", "exported")
+        exported_size = meta.get("image_size")
+        if image_size is None:
+            image_size = default_image_size(cnn, exported_size)
+            if not exported_size:
+                logging.warning("%s saves no image_size: extracting at %d px (set --image_size)",
+                                cnn_weights, image_size)
+        elif exported_size and image_size != exported_size:
+            logging.warning("--image_size %d differs from the image_size %s of the exported %s (%s)",
+                            image_size, exported_size, name, cnn_weights)
+    else:
+        backbone, name = build_backbone(cnn, cnn_weights, seed=seed), cnn
+        if image_size is None:
+            image_size = default_image_size(cnn)
+    feats_type = f"cnn_{name}_{output}"
+    media = read_scp(media_scp)
+    prefix = os.path.abspath(os.fspath(out_prefix))
+    logging.info("extracting %s features (%d px) of %d %ss from %s to %s.*", feats_type, image_size, len(media),
+                 media_type, media_scp, prefix)
+
+    def load(i: int, key: str, path: str):
+        try:
+            if media_type == "image":
+                return load_image_tensor(path, image_size)
+            return load_video_tensor(path, num_frames, image_size)
+        except (ValueError, FileNotFoundError) as e:
+            raise type(e)(f"{media_scp}:{i}: clip {key}: {e}") from None
+
+    with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(media), log_interval) as writer:
+        if media_type == "image":
+            batch_keys, batch = [], []
+            items = list(media.items())
+            for i, (key, path) in enumerate(items, start=1):
+                batch_keys.append(key)
+                batch.append(load(i, key, path))
+                if len(batch) == batch_size or i == len(items):
+                    feats = cnn_features(backbone, torch.stack(batch), output)
+                    for k, f in zip(batch_keys, feats):
+                        writer[k] = f.reshape(-1, f.shape[-1]).numpy()
+                    batch_keys, batch = [], []
+        else:
+            for i, (key, path) in enumerate(media.items(), start=1):
+                frames = load(i, key, path)
+                feats = [cnn_features(backbone, chunk, output) for chunk in frames.split(batch_size)]
+                writer[key] = torch.cat(feats).numpy()
+    return dict(writer.num_frames)

@@ -1,0 +1,247 @@
+"""Image loading (Pillow) and video frame sampling (PyAV), with ImageNet preprocessing.
+
+The preprocessing is torchvision's standard ImageNet evaluation transform
+(``Resize(image_size)`` of the shorter side, ``CenterCrop(image_size)``, ``ToTensor``,
+``Normalize(IMAGENET_MEAN, IMAGENET_STD)``; see the torchvision ImageNet reference scripts):
+convert to RGB, resize the shorter side to ``image_size`` (bilinear), center-crop a square of
+``image_size``, scale to [0, 1] and normalise with the ImageNet mean/std. (self-critical.pytorch's
+``prepro_feats.py`` differs: it normalises the whole image without cropping and adaptive-pools
+the conv map to a fixed grid.) EXIF orientation is not applied (as torchvision's
+``default_loader``).
+
+Video frames are sampled uniformly in time (:func:`load_video_frames`). ``av`` (PyAV, FFmpeg
+bindings) is imported only when a video is read.
+"""
+
+import logging
+import os
+from fractions import Fraction
+from typing import List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from captionlib.io.datadir import PathLike
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def load_image(path: PathLike):
+    """Read an image file as an RGB ``PIL.Image.Image`` (fully decoded).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: Pillow cannot identify or decode the file (the path is named).
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such image file: {path}")
+    try:
+        with Image.open(path) as img:
+            return img.convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError) as e:
+        raise ValueError(f"cannot read image {path}: {e}") from None
+
+
+def preprocess_image(img, image_size: int = 224) -> torch.Tensor:
+    """Resize the shorter side to ``image_size``, center-crop a square, normalise (ImageNet).
+
+    Args:
+        img: a ``PIL.Image.Image`` (converted to RGB if it is not).
+        image_size: output height and width in pixels.
+
+    Returns:
+        float32 tensor (3, image_size, image_size), channels RGB, ImageNet-normalised.
+
+    Raises:
+        ValueError: ``image_size < 1`` or an empty image.
+    """
+    from PIL import Image
+
+    if image_size < 1:
+        raise ValueError(f"image_size must be >= 1, got {image_size}")
+    if img.mode != "RGB":
+        img = img.convert("RGB")
+    w, h = img.size
+    if w < 1 or h < 1:
+        raise ValueError(f"empty image of size {w}x{h}")
+    scale = image_size / min(w, h)
+    new_w = image_size if w <= h else max(image_size, int(round(w * scale)))
+    new_h = image_size if h <= w else max(image_size, int(round(h * scale)))
+    img = img.resize((new_w, new_h), Image.BILINEAR)
+    left = int(round((new_w - image_size) / 2.0))
+    top = int(round((new_h - image_size) / 2.0))
+    img = img.crop((left, top, left + image_size, top + image_size))
+    arr = np.asarray(img, dtype=np.float32) / 255.0
+    arr = (arr - np.asarray(IMAGENET_MEAN, np.float32)) / np.asarray(IMAGENET_STD, np.float32)
+    return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
+
+
+def load_image_tensor(path: PathLike, image_size: int = 224) -> torch.Tensor:
+    """:func:`load_image` then :func:`preprocess_image`: a tensor (3, image_size, image_size)."""
+    return preprocess_image(load_image(path), image_size)
+
+
+def sample_frame_indices(total: int, num_frames: int) -> List[int]:
+    """Indices of ``num_frames`` frames spread uniformly over ``total`` frames.
+
+    The video is cut into ``num_frames`` equal segments and the frame at the centre of
+    each is taken (TSN-style); for a constant frame rate this is uniform in time over the
+    video's duration. With ``total <= num_frames`` every frame is returned.
+
+    Example:
+        >>> sample_frame_indices(10, 4)
+        [1, 3, 6, 8]
+    """
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    if total <= num_frames:
+        return list(range(total))
+    return [int((i + 0.5) * total / num_frames) for i in range(num_frames)]
+
+
+def _stream_span(container, stream) -> Optional[Tuple[Fraction, Fraction]]:
+    """``(start, duration)`` of ``stream`` in seconds (exact fractions), or None when unknown."""
+    import av
+
+    tb = stream.time_base
+    if tb and stream.duration and stream.duration > 0:
+        start = stream.start_time * tb if stream.start_time is not None else Fraction(0)
+        return Fraction(start), Fraction(stream.duration * tb)
+    if container.duration and container.duration > 0:
+        start = Fraction(container.start_time or 0, av.time_base)
+        if tb and stream.start_time is not None:
+            start = Fraction(stream.start_time * tb)
+        return start, Fraction(container.duration, av.time_base)
+    return None
+
+
+def _sample_by_time(path: str, num_frames: int):
+    """One decoding pass choosing frames by presentation time.
+
+    Returns ``(images, decoded, timed)``: the chosen distinct frames as RGB images, the number
+    of frames decoded (all of them unless every target got its own frame) and whether the
+    stream had usable timing (duration and a pts on every frame).
+    """
+    import av
+
+    with av.open(path) as container:
+        if not container.streams.video:
+            raise ValueError(f"no video stream in {path}")
+        stream = container.streams.video[0]
+        span = _stream_span(container, stream)
+        tb = stream.time_base
+        timed = span is not None and bool(tb)
+        targets = []
+        if timed:
+            start, duration = span
+            targets = [start + duration * (2 * k + 1) / (2 * num_frames) for k in range(num_frames)]
+        chosen = []  # (decode index, image); distinct indices, in order
+        k, prev, decoded = 0, None, 0
+
+        def take(index, frame):
+            if not chosen or chosen[-1][0] != index:
+                chosen.append((index, frame.to_image()))
+
+        for i, frame in enumerate(container.decode(stream)):
+            decoded = i + 1
+            if not timed:
+                continue  # only count
+            if frame.pts is None:
+                timed, chosen = False, []
+                continue
+            t = frame.pts * tb
+            # the frame on screen at target time tau is the last one with pts <= tau
+            while k < num_frames and targets[k] < t:
+                take(*(prev if prev is not None else (i, frame)))
+                k += 1
+            if len(chosen) == num_frames:
+                return [img for _, img in chosen], decoded, True
+            prev = (i, frame)
+        if timed and prev is not None:
+            while k < num_frames:  # targets past the last frame (an overstated duration)
+                take(*prev)
+                k += 1
+        return [img for _, img in chosen], decoded, timed
+
+
+def _sample_by_index(path: str, wanted: List[int]) -> list:
+    """Decode the first video stream and keep the frames of decode indices ``wanted``."""
+    import av
+
+    wanted = set(wanted)
+    frames = []
+    with av.open(path) as container:
+        for i, frame in enumerate(container.decode(container.streams.video[0])):
+            if i in wanted:
+                frames.append(frame.to_image())
+                if len(frames) == len(wanted):
+                    break
+    return frames
+
+
+def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
+    """Decode ``num_frames`` frames sampled uniformly in time over a video (PyAV/FFmpeg).
+
+    The stream duration is cut into ``num_frames`` equal segments and, for the centre
+    ``tau`` of each, the frame on screen at ``tau`` is taken (the last decoded frame whose
+    presentation time is ``<= tau``; the first frame for a ``tau`` before it). For a constant
+    frame rate this equals :func:`sample_frame_indices` over the decoded frames; it stays
+    uniform in time for variable frame rates, B-frames and containers with more packets than
+    frames (e.g. N-VOP / packed B-frame placeholders of MSVD's DivX ``.avi``), whose packet
+    count would overstate the frame count.
+
+    Fallback: when the duration or a frame's pts is unknown, or when the time targets do not
+    give ``min(num_frames, decoded frames)`` distinct frames (frames bunched in time, an
+    overstated duration, a clip shorter than ``num_frames``), all frames are decoded and
+    :func:`sample_frame_indices` is applied to the real decoded count (a second decoding
+    pass). So a video with at least ``num_frames`` decodable frames always gives exactly
+    ``num_frames`` distinct frames, and a shorter one gives all of its frames.
+
+    Args:
+        path: any container/codec FFmpeg reads (mp4, avi, webm, ...).
+        num_frames: frames to sample (>= 1).
+
+    Returns:
+        list of RGB ``PIL.Image.Image`` in temporal order, ``len == min(num_frames, decoded
+        frames)`` (>= 1).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: ``num_frames < 1``; the file cannot be opened/decoded, has no video stream
+            or no frame (the path is named).
+    """
+    import av
+
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such video file: {path}")
+    try:
+        frames, decoded, timed = _sample_by_time(path, num_frames)
+        if len(frames) < min(num_frames, decoded):
+            logging.debug("%s: %s; sampling %d of the %d decoded frames by index", path,
+                          "time targets gave %d distinct frames" % len(frames) if timed else "no timing",
+                          min(num_frames, decoded), decoded)
+            frames = _sample_by_index(path, sample_frame_indices(decoded, num_frames))
+    except av.FFmpegError as e:
+        raise ValueError(f"cannot decode video {path}: {e}") from None
+    if not frames:
+        raise ValueError(f"no decodable video frame in {path}")
+    return frames
+
+
+def load_video_tensor(path: PathLike, num_frames: int = 20, image_size: int = 224) -> torch.Tensor:
+    """:func:`load_video_frames` then :func:`preprocess_image` per frame.
+
+    Returns:
+        float32 tensor (T, 3, image_size, image_size), ``T = min(num_frames, decoded frames)``.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`load_video_frames` and :func:`preprocess_image`.
+    """
+    return torch.stack([preprocess_image(f, image_size) for f in load_video_frames(path, num_frames)])

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# CI recipe of egs/msrvtt: every stage on 8 short videos made from real photos (msrvtt_fixture:
+# train_val_videodatainfo.json and test_videodatainfo.json in the official layout, captions we
+# wrote), 4 frames per video through a randomly initialised CNN (conf/feats_cnn.yaml), a tiny GRU
+# frame encoder with the Top-Down attention decoder over its outputs, every RL objective.
+# Scored without the Java metrics to stay fast. Options: ./run.sh --help
+# Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
+set -euo pipefail
+
+./caption.sh \
+    --local_data_opts "--msrvtt_root msrvtt_fixture --video_root msrvtt_fixture" \
+    --train_sets train --valid_set val --test_sets test \
+    --nj 2 --inference_nj 2 \
+    --feats_type cnn \
+    --feats_config conf/feats_cnn.yaml \
+    --xe_config conf/train_xe.yaml \
+    --rl_algo "scst reinforce_plus sle ac mc_pg multitask" \
+    --decode_config conf/decode.yaml \
+    --num_diversity_samples 3 \
+    --ensemble_models "" \
+    --metrics bleu,rouge_l,cider_d \
+    "$@"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# MSR-VTT video captioning (seed 004, Li & Gong 2019). Options: ./run.sh --help
+# Default: the S2VT-style model of seed 004 (frame features -> FC 500 -> LSTM 1000 -> LSTM 1000
+# decoder) on precomputed frame features imported from one HDF5 file (conf/feats_import_hdf5.yaml),
+# XE then REINFORCE+, beam 3.
+#   ./run.sh --msrvtt_root /data/msrvtt     # import route: the features are read from "source:" of conf/feats_import_hdf5.yaml
+#   ./run.sh --msrvtt_root /data/msrvtt --video_root ${msrvtt_root} \
+#       --feats_type cnn --feats_config conf/feats_inception_v3_frames.yaml   # raw videos through a CNN
+# Seed 004's staged system (XE -> REINFORCE+ with the encoder frozen -> multitask):
+# ./run_preset.sh seed004_multitask. All objectives: --rl_algo "scst reinforce_plus sle ac mc_pg multitask".
+# Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
+set -euo pipefail
+
+# shellcheck disable=SC1091
+. ./db.sh
+msrvtt_root=${MSRVTT}  # Directory with the annotation files; --msrvtt_root DIR overrides it.
+video_root=      # Directory with the videos (needed by --feats_type cnn); --video_root DIR.
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --msrvtt_root|--msrvtt-root) msrvtt_root=$2; shift 2 ;;
+        --video_root|--video-root) video_root=$2; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+data_opts="--msrvtt_root ${msrvtt_root}"
+[ -z "${video_root}" ] || data_opts+=" --video_root ${video_root}"
+
+./caption.sh \
+    --local_data_opts "${data_opts}" \
+    --train_sets train --valid_set val --test_sets test \
+    --feats_type import \
+    --feats_config conf/feats_import_hdf5.yaml \
+    --xe_config conf/train_xe.yaml \
+    --rl_algo reinforce_plus \
+    --decode_config conf/decode.yaml \
+    --num_diversity_samples 5 \
+    --ensemble_models "" \
+    ${args[@]+"${args[@]}"}

@@ -1,0 +1,31 @@
+"""Layering: the RL objectives and decoding know nothing of the modality (issue 12).
+
+Audio, image and video code lives in the front end (``captionlib.audio``, ``captionlib.visual``)
+and the feature files; ``captionlib.rl`` and ``captionlib.decode`` work on (T, D) feature
+matrices and encodings only.
+"""
+
+import pkgutil
+import subprocess
+import sys
+
+import captionlib.decode
+import captionlib.rl
+
+FRONT_END = ("captionlib.audio", "captionlib.visual", "soundfile", "librosa", "soxr", "av", "PIL", "torchvision")
+
+
+def test_rl_and_decode_import_no_front_end():
+    modules = [
+        f"{pkg.__name__}.{m.name}" for pkg in (captionlib.rl, captionlib.decode) for m in pkgutil.iter_modules(pkg.__path__)
+    ]
+    assert "captionlib.rl.policy_gradient" in modules and "captionlib.decode.search" in modules
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {FRONT_END!r} or m.startswith({FRONT_END!r}))\n"
+        "print(' '.join(bad))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"captionlib.rl / captionlib.decode import front-end modules: {r.stdout}"
