@@ -1,4 +1,9 @@
-"""Audio file loading with soundfile (libsndfile) and resampling with soxr."""
+"""Audio file loading with soundfile (libsndfile) and resampling with soxr.
+
+Formats libsndfile cannot open (e.g. AAC in ``.m4a``, or MP3 with an old libsndfile) are
+decoded by PyAV (FFmpeg's libraries) instead, so feature dumps and ``caption_infer`` read
+every file the same way. A file libsndfile opens is read by libsndfile only.
+"""
 
 import logging
 import os
@@ -31,6 +36,39 @@ class AudioInfo:
         return self.frames / self.sample_rate
 
 
+def _decode_with_pyav(path: str, sf_error: Exception) -> Tuple[np.ndarray, int]:
+    """Decode the first audio stream of ``path`` with PyAV (the fallback of :func:`load_audio`
+    and :func:`audio_info` when libsndfile cannot open a file).
+
+    Returns:
+        ``(samples, channels)`` float32 array and the sample rate in Hz.
+
+    Raises:
+        ValueError: ``"<path>: cannot read audio: <libsndfile's error>; PyAV: <its error>"``
+            when PyAV is not installed, finds no audio stream or cannot decode it.
+    """
+    try:
+        import av
+
+        chunks, sr = [], None
+        with av.open(path) as container:
+            if not container.streams.audio:
+                raise ValueError("no audio stream")
+            stream = container.streams.audio[0]
+            resampler = av.AudioResampler(format="fltp")  # planar float32, same layout and rate
+            for frame in container.decode(stream):
+                sr = sr or frame.sample_rate
+                chunks += [f.to_ndarray() for f in resampler.resample(frame)]
+            chunks += [f.to_ndarray() for f in resampler.resample(None)]
+            sr = sr or stream.rate
+            channels = stream.channels
+    except Exception as e:  # ImportError, av.error.FFmpegError, ValueError
+        raise ValueError(f"{path}: cannot read audio: {sf_error}; PyAV: {type(e).__name__}: {e}") from None
+    if not chunks:
+        return np.zeros((0, max(int(channels or 1), 1)), np.float32), int(sr)
+    return np.ascontiguousarray(np.concatenate(chunks, axis=1).T, dtype=np.float32), int(sr)
+
+
 _SHOULD_BE = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
 
 
@@ -57,8 +95,11 @@ def check_truncation(path: str, info, strict: bool = False) -> None:
 def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
     """Read the header of an audio file without decoding the samples.
 
+    A file libsndfile cannot open is decoded with PyAV to count its samples (see
+    :func:`load_audio`).
+
     Args:
-        path: any format libsndfile reads (WAV, FLAC, OGG, ...).
+        path: any format libsndfile or PyAV reads (WAV, FLAC, OGG, MP3, M4A, ...).
         strict: a file shorter than its header says is an error (default: a warning), see
             :func:`check_truncation`.
 
@@ -67,8 +108,8 @@ def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: ``"<path>: cannot read audio: ..."`` if libsndfile cannot parse it;
-            with ``strict``, a truncated file.
+        ValueError: ``"<path>: cannot read audio: ..."`` if neither libsndfile nor PyAV can
+            parse it; with ``strict``, a truncated file.
     """
     import soundfile as sf
 
@@ -78,7 +119,8 @@ def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
     try:
         info = sf.info(path)
     except Exception as e:  # soundfile.LibsndfileError / RuntimeError / TypeError
-        raise ValueError(f"{path}: cannot read audio: {e}") from None
+        data, sr = _decode_with_pyav(path, e)
+        return AudioInfo(sample_rate=sr, frames=data.shape[0], channels=data.shape[1])
     check_truncation(path, info, strict)
     return AudioInfo(sample_rate=int(info.samplerate), frames=int(info.frames), channels=int(info.channels))
 
@@ -86,6 +128,8 @@ def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
 def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -> Tuple[np.ndarray, int]:
     """Load an audio file as mono float32, optionally resampled.
 
+    Read with soundfile (libsndfile: WAV, FLAC, OGG, MP3, ...); a file libsndfile cannot
+    open (e.g. AAC in ``.m4a``) is decoded with PyAV (FFmpeg) to float32 instead.
     Integer PCM is scaled to ``[-1, 1)`` by soundfile. Multi-channel audio is
     averaged over channels. When ``fs`` is given and differs from the file's rate
     the signal is resampled with ``soxr.resample`` (quality ``"HQ"``).
@@ -102,7 +146,7 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: naming ``path`` if it cannot be decoded, holds 0 samples or
+        ValueError: naming ``path`` if neither libsndfile nor PyAV can decode it, holds 0 samples or
             non-finite (NaN/Inf) samples, or ``fs`` is not positive; with ``strict``, if it
             is truncated.
     """
@@ -116,13 +160,14 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
     try:
         f = sf.SoundFile(path)
     except Exception as e:
-        raise ValueError(f"{path}: cannot read audio: {e}") from None
-    with f:  # one open: the header check and the samples
-        check_truncation(path, f, strict)
-        try:
-            data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
-        except Exception as e:
-            raise ValueError(f"{path}: cannot read audio: {e}") from None
+        data, sr = _decode_with_pyav(path, e)
+    else:
+        with f:  # one open: the header check and the samples
+            check_truncation(path, f, strict)
+            try:
+                data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
+            except Exception as e:
+                raise ValueError(f"{path}: cannot read audio: {e}") from None
     if data.shape[0] == 0:
         raise ValueError(f"{path}: empty audio (0 samples)")
     bad = ~np.isfinite(data)

@@ -39,28 +39,36 @@ from captionlib.train.trainer import get_device
 def caption_batch(
     model, tokenizer: Tokenizer, feats: torch.Tensor, lens: torch.Tensor,
     beam_size: int = 1, max_len: int = 30, length_penalty: float = 0.0, nbest: int = 0,
-) -> Tuple[torch.Tensor, List[str], List[List[str]]]:
+    nbest_scores: bool = False,
+) -> Tuple[torch.Tensor, List[str], List[list]]:
     """Caption a padded batch: greedy (``beam_size`` 1) or batched beam search.
 
     Args:
         model: a Captioner or Ensemble in eval mode; tokenizer: its token list.
         feats: (batch, frames, n_mels) on the model's device; lens: (batch,) frames.
         nbest: N > 0 also returns the N best beam hypotheses per clip (see module docstring).
+        nbest_scores: give each n-best hypothesis as ``(caption, score)``, the score the beam
+            ranks by (see :func:`~captionlib.decode.search.beam_search`).
 
     Returns:
         The audio embeddings (batch, embed), one caption string per clip, and per clip its
-        ``nbest`` best captions, best first (an empty list when ``nbest`` is 0).
+        ``nbest`` best captions (or ``(caption, score)`` pairs), best first (an empty list
+        when ``nbest`` is 0).
     """
     v = model.encode(feats, lens)
     ranked = None
     if beam_size > 1:
-        ranked = beam_search(model, v, beam_size, max_len, length_penalty, nbest=beam_size)
+        ranked, scores = beam_search(model, v, beam_size, max_len, length_penalty, nbest=beam_size, return_scores=True)
         tokens = ranked[:, 0]
     else:
         tokens = greedy_search(model, v, max_len)
     if nbest > 0 and (ranked is None or beam_size < nbest):
-        ranked = beam_search(model, v, nbest, max_len, length_penalty, nbest=nbest)
-    nbest_caps = [[tokenizer.ids2text(ids) for ids in rows[:nbest]] for rows in ranked.tolist()] if nbest else []
+        ranked, scores = beam_search(model, v, nbest, max_len, length_penalty, nbest=nbest, return_scores=True)
+    nbest_caps = []
+    if nbest:
+        nbest_caps = [[tokenizer.ids2text(ids) for ids in rows[:nbest]] for rows in ranked.tolist()]
+        if nbest_scores:
+            nbest_caps = [list(zip(caps, s[:nbest])) for caps, s in zip(nbest_caps, scores.tolist())]
     return v, [tokenizer.ids2text(ids) for ids in tokens.tolist()], nbest_caps
 
 

@@ -127,8 +127,8 @@ def greedy_search(model: Any, v: torch.Tensor, max_len: int = 30) -> torch.Tenso
 @torch.no_grad()
 def beam_search(
     model: Any, v: torch.Tensor, beam_size: int = 3, max_len: int = 30, length_penalty: float = 0.0,
-    nbest: int = 0,
-) -> torch.Tensor:
+    nbest: int = 0, return_scores: bool = False,
+):
     """Batched beam search over all clips of a batch at once.
 
     Finished hypotheses stay in the beam with their final score (their only
@@ -144,10 +144,17 @@ def beam_search(
         beam_size: hypotheses kept per clip (1 = greedy).
         nbest: 0 returns the best hypothesis per clip; N in 1..beam_size returns the N
             best, ranked by the final score (the first is the one ``nbest=0`` returns).
+        return_scores: also return the final score of each returned hypothesis: the sum of
+            its tokens' log-probs (eos included; a forced eos costs 0), divided by
+            ``length ** length_penalty`` when ``length_penalty`` is non-zero.
 
     Returns:
         (batch, length) ids of the best hypothesis per clip, or (batch, nbest, length) with
-        ``nbest`` > 0 (eos kept, 0-padded).
+        ``nbest`` > 0 (eos kept, 0-padded); with ``return_scores``, the pair ``(ids, scores)``
+        with ``scores`` (batch,) or (batch, nbest).
+
+    Raises:
+        ValueError: ``nbest`` outside 0..beam_size.
     """
     if not 0 <= nbest <= beam_size:
         raise ValueError(f"nbest must be in 0..beam_size={beam_size}, got {nbest}")
@@ -196,10 +203,10 @@ def beam_search(
             state = model.reorder_state(state, row_in_state[src[alive]])
     final = scores / lengths.pow(length_penalty) if length_penalty else scores
     if nbest:  # stable: ties keep the row order, so the first is argmax's choice
-        ranked = final.view(batch, k).sort(dim=-1, descending=True, stable=True).indices[:, :nbest]
-        return seqs[ranked + clip_row]
+        ranked = final.view(batch, k).sort(dim=-1, descending=True, stable=True).indices[:, :nbest] + clip_row
+        return (seqs[ranked], final[ranked]) if return_scores else seqs[ranked]
     best = final.view(batch, k).argmax(-1) + clip_row[:, 0]
-    return seqs[best]
+    return (seqs[best], final[best]) if return_scores else seqs[best]
 
 
 def _forced_eos(logp: torch.Tensor, eos: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ and, optionally, the COCO 2014 images as ``<image_root>/<filepath>/<filename>``.
 ``--split train`` is Karpathy's ``train`` plus ``restval`` (the 113k images of the
 literature); ``val`` and ``test`` are his 5k splits. Output ``<output_dir>/{text,utt2spk,
 spk2utt,clip2id}`` (+ ``image.scp`` with absolute paths when ``image_root`` is given),
-see :mod:`captionlib.io.visual_prep`. Clip ids are ``coco-<cocoid, 12 digits>``,
+see :mod:`captionlib.io.prep`. Clip ids are ``coco-<cocoid, 12 digits>``,
 ``clip2id`` gives the COCO image id; caption ids ``<clip-id>-<kk>`` in the order of the
 image's ``sentences``. Every listed sentence is kept (most images have 5, a few 6-7); an
 image with fewer than 5 usable ones is logged as a warning. ``raw`` is kept as written
@@ -28,7 +28,7 @@ import os
 from typing import Dict, List, Optional
 
 from captionlib.io.datadir import PathLike
-from captionlib.io.visual_prep import (
+from captionlib.io.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,

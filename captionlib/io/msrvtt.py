@@ -19,7 +19,7 @@ and, optionally, the videos ``<video_root>/TrainValVideo/videoN.mp4`` and
 ``train`` and ``val`` read the train/val file (splits ``train`` and ``validate``),
 ``test`` the test file. Output ``<output_dir>/{text,utt2spk,spk2utt,clip2id}``
 (+ ``video.scp`` with absolute paths when ``video_root`` is given), see
-:mod:`captionlib.io.visual_prep`. Clip ids are ``msrvtt-video<NNNNN>``, ``clip2id`` gives
+:mod:`captionlib.io.prep`. Clip ids are ``msrvtt-video<NNNNN>``, ``clip2id`` gives
 ``videoN``; caption ids ``<clip-id>-<kk>`` in ``sen_id`` order.
 """
 
@@ -29,7 +29,7 @@ import re
 from typing import Dict, List, Optional
 
 from captionlib.io.datadir import PathLike
-from captionlib.io.visual_prep import (
+from captionlib.io.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,

@@ -18,7 +18,7 @@ Only rows with ``Language == "English"`` are used; rows of clips not in the mapp
 CSV describes more clips than the 1,970) are ignored. The CSV is read with Python's
 ``csv`` module (quoted commas and newlines inside a description are fine). Output
 ``<output_dir>/{text,utt2spk,spk2utt,clip2id}`` (+ ``video.scp`` with absolute paths when
-``video_root`` is given), see :mod:`captionlib.io.visual_prep`. Clip ids are
+``video_root`` is given), see :mod:`captionlib.io.prep`. Clip ids are
 ``msvd-vid<NNNN>``; ``clip2id`` gives ``<VideoID>_<Start>_<End>``; caption ids
 ``<clip-id>-<kk>`` in CSV order.
 """
@@ -29,7 +29,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from captionlib.io.datadir import PathLike, read_csv_rows
-from captionlib.io.visual_prep import (
+from captionlib.io.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,

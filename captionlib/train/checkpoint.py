@@ -5,22 +5,29 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Any, BinaryIO, Iterator, Union
 
 import torch
 
 
-def atomic_save(obj: Any, path: Union[str, Path]) -> None:
-    """``torch.save`` to a temporary file in the same directory, then ``os.replace``.
+@contextlib.contextmanager
+def atomic_open(path: Union[str, Path]) -> Iterator[BinaryIO]:
+    """Open a temporary file beside ``path`` for binary writing; when the block ends without
+    an error it is flushed, fsynced and renamed to ``path`` (``os.replace``), otherwise removed.
 
-    A crash never leaves a truncated checkpoint: readers see the old file or the new one.
+    A crash never leaves a truncated file: readers see the old file or the new one. Parent
+    directories are created.
+
+    Example:
+        >>> with atomic_open("exp/a/model.zip") as f:
+        ...     f.write(data)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -28,6 +35,13 @@ def atomic_save(obj: Any, path: Union[str, Path]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_save(obj: Any, path: Union[str, Path]) -> None:
+    """``torch.save`` to a temporary file in the same directory, then ``os.replace``
+    (see :func:`atomic_open`)."""
+    with atomic_open(path) as f:
+        torch.save(obj, f)
 
 
 def load_checkpoint(path: Union[str, Path], map_location: Any = "cpu") -> Any:

@@ -98,6 +98,8 @@ Stages:
     1: data prep (local/data.sh)
     2: feature dump   3: token list (+ Word2Vec)   4: statistics (CMVN, CIDEr-D df)   5: XE training
     6: RL fine-tuning   7: checkpoint averaging   8: decoding (+ samples, ensemble)   9: scoring, RESULTS.md
+    10: pack each model dir's inference model into <model_dir>/packed/<model stem>.zip (caption_pack; logmel only),
+        for captionbin.caption_infer on any audio file
 
 Options:
     # General configuration
@@ -571,6 +573,27 @@ if ! "${skip_eval}"; then
     fi
 else
     log "Skip the evaluation stages"
+fi
+
+if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
+    if [ "${feats_type}" != logmel ]; then
+        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel), this run has feats_type ${feats_type}"
+    else
+        read -r _test_set _ <<< "${test_sets}"  # the metrics of the decode of the first test set
+        for _s in ${seed_list}; do
+            for _dir in $(model_dirs_of "${_s}"); do
+                _model=$(model_file_of "${_dir}" "${_s}")
+                _score=${_dir}/decode_$(decode_tag_of "${_model}")/${_test_set}/score.json
+                _packed=${_dir}/packed/$(basename "${_model}" .pth).zip
+                log "Stage 10: Pack ${_model} (metrics: ${_score}): ${_packed}"
+                ${python} -m captionbin.caption_pack --model_file "${_model}" --train_config "${_dir}/config.yaml" \
+                    --feats_config "${feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
+                    --train_wav_scp "data/${train_set}/wav.scp" --decode_config "${decode_config}" \
+                    "--decode_args=${decode_args}" --score_json "${_score}" --recipe "$(basename "${PWD}")" \
+                    --output "${_packed}"
+            done
+        done
+    fi
 fi
 
 log "Successfully finished. [elapsed=${SECONDS}s]"

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EGS = ROOT / "egs"
-RECIPES = ["clotho", "mini_clotho", "soundscapes", "mscoco", "msvd", "msrvtt", "mini_mscoco", "mini_msvd", "mini_msrvtt"]
+RECIPES = ["clotho", "mini_clotho", "soundscapes", "audiocaps", "mini_audiocaps", "mscoco", "msvd", "msrvtt",
+           "mini_mscoco", "mini_msvd", "mini_msrvtt"]
 # Generated directories of a recipe run: never part of the checks.
 GENERATED = {"data", "dump", "exp", "downloads"}
 
@@ -242,7 +244,8 @@ def test_mini_clotho_end_to_end(tmp_path):
     The mini run covers: Word2Vec-initialised XE (CRNN-W, exp/xe_*_w2v), every RL objective
     from it (scst, reinforce_plus, sle, ac, mc_pg, multitask), a word-level ensemble of all
     of them (exp/ensemble_*), each decoded on 2 test sets with 5 sampled captions per clip
-    (diversity columns).
+    (diversity columns), and the packed models of stage 10, whose captions of the recipe's
+    audio files by caption_infer are stage 8's.
     """
     # A copy keeps the user's own egs/mini_clotho outputs intact; relative symlinks still resolve.
     ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
@@ -300,8 +303,33 @@ def test_mini_clotho_end_to_end(tmp_path):
         sample_keys = [line.split(" ", 1)[0] for line in (p / "text_samples").read_text().splitlines()]
         assert sorted(sample_keys) == sorted(f"{c}#{k}" for c in clips for k in range(1, 6))
 
+    # Stage 10 packed every model dir's inference model, with the metrics of its decode of the
+    # first test set; caption_infer on the recipe's audio files gives stage 8's captions.
+    model_dirs = [xe_dir] + sorted(p for p in xe_dir.iterdir() if (p / "config.yaml").is_file())
+    assert len(model_dirs) == 1 + len(RL_ALGOS)
+    for m in model_dirs:
+        archive = m / "packed" / "valid.cider_d.best.zip"
+        with zipfile.ZipFile(archive) as z:
+            manifest = json.loads(z.read("manifest.json"))
+        assert manifest["recipe"] == "mini_clotho" and list(manifest["train_sample_rates"]) == ["44100"], manifest
+        assert manifest["metrics"] == json.loads(next(m.glob("decode_*/validation/score.json")).read_text())
+    wavs, stage8 = {}, {}
+    for dset in ["validation", "evaluation"]:
+        for line in (d / "data" / dset / "wav.scp").read_text().splitlines():
+            clip, path = line.split(" ", 1)
+            wavs[path] = clip
+        for line in next(xe_dir.glob(f"decode_*/{dset}/text")).read_text().splitlines():
+            clip, _, caption = line.partition(" ")
+            stage8[clip] = caption
+    out = tmp_path / "captions.json"
+    r = _run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(xe_dir / "packed" / "valid.cider_d.best.zip"),
+              "--config", "conf/decode.yaml", "--output", str(out), *wavs], cwd=d, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = {wavs[row["file"]]: row["caption"] for row in json.loads(out.read_text())}
+    assert got == stage8
+
     # Re-running a finished recipe redoes nothing expensive and gives the same table.
-    r = _run(["./run.sh", "--stage", "8"], cwd=d, timeout=600)
+    r = _run(["./run.sh", "--stage", "8", "--stop_stage", "9"], cwd=d, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
     assert "already decoded" in r.stdout and "already scored" in r.stdout
     assert (d / "RESULTS.md").read_text() == results

@@ -1,7 +1,7 @@
-"""Shared plumbing of the image/video corpus preparations (COCO, MSVD, MSR-VTT).
+"""Shared plumbing of the corpus preparations (COCO, MSVD, MSR-VTT, AudioCaps).
 
 Each corpus module (:mod:`captionlib.io.coco`, :mod:`captionlib.io.msvd`,
-:mod:`captionlib.io.msrvtt`) parses its official annotation files into
+:mod:`captionlib.io.msrvtt`, :mod:`captionlib.io.audiocaps`) parses its official annotation files into
 :class:`ClipCaptions` records and hands them to :func:`write_caption_dir`, which writes
 the Kaldi-style data directory (``docs/CONVENTIONS.md`` section 3.4; a clip plays the
 speaker, a caption the utterance)::

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Caption audio files (or directories of them) with a packed model (``caption_pack``, stage 10).
+
+Reads WAV, FLAC, OGG and MP3 (soundfile; formats it cannot open through PyAV/FFmpeg) at any
+sample rate, mono or stereo: audio is down-mixed and resampled as the model's feature config
+says, and the features are computed by the code of the feature dump, so a clip of the recipe
+gets the caption of stage 8 (same decoding options). Directories are searched recursively for
+``.wav``/``.flac``/``.ogg``/``.mp3`` files (sorted). Decoding options default to those packed
+with the model (the recipe's decode config); the options below override them.
+
+Output (``--output``, default stdout): TSV with a header, ``file<TAB>caption`` per file (plus
+``caption_k<TAB>score_k`` columns with ``--nbest N``), or JSON (``--format json`` or an output
+ending in ``.json``): a list of ``{"file", "caption"[, "nbest"]}``. A file that cannot be read
+(missing, unreadable, empty) is reported by name and left out; the exit status is then 1,
+unless ``--skip_bad true``.
+
+Usage:
+    python -m captionbin.caption_infer --model exp/xe_x/packed/valid.cider_d.best.zip \\
+        --output captions.tsv my_recordings/ street.mp3
+    python -m captionbin.caption_infer --model packed.zip --beam_size 3 --nbest 3 \\
+        --output captions.json a.wav b.flac
+"""
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool
+
+PROGRESS_MIN_FILES = 20  # a progress bar for longer lists
+
+
+def get_parser():
+    """Return the argument parser of caption_infer."""
+    parser = get_base_parser("Caption audio files with a packed model")
+    parser.add_argument("inputs", nargs="*", help="audio files or directories (searched recursively)")
+    parser.add_argument("--model", default=None, help="(required) packed model (.zip) written by caption_pack")
+    parser.add_argument("--output", default="-", help="output file; '-': stdout")
+    parser.add_argument("--format", default=None, choices=("tsv", "json"),
+                        help="output format (default: json for an --output ending in .json, else tsv)")
+    parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy (default: the packed decode config)")
+    parser.add_argument("--max_len", type=int, default=None, help="max tokens, eos included (default: packed)")
+    parser.add_argument("--length_penalty", type=float, default=None, help="beam: score / length**p (default: packed)")
+    parser.add_argument("--batch_size", type=int, default=None, help="files per batch (default: packed)")
+    parser.add_argument("--nbest", type=int, default=0,
+                        help="N > 0: also write the N best hypotheses of a beam of width max(beam_size, N) "
+                             "with their scores (sum of log-probs, what the beam ranks by)")
+    parser.add_argument("--ngpu", type=int, default=0, help="0: CPU; 1: the first CUDA device")
+    parser.add_argument("--num_threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
+    parser.add_argument("--skip_bad", type=str2bool, default=False,
+                        help="exit 0 even if some files could not be read (they are still reported and left out)")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Run caption_infer."""
+    parser = get_parser()
+    args = parse_args(parser, cmd, ("model",))
+    if not args.inputs:
+        parser.error("no input audio files or directories given")
+    if args.nbest < 0:
+        parser.error(f"--nbest must be >= 0, got {args.nbest}")
+    import torch
+
+    from captionlib.pretrained import PretrainedCaptioner, find_audio_files, format_results
+    from captionlib.train.checkpoint import atomic_write_text
+
+    if args.num_threads > 0:
+        torch.set_num_threads(args.num_threads)
+    fmt = args.format or ("json" if args.output.lower().endswith(".json") else "tsv")
+    files = find_audio_files(args.inputs)
+    if not files:
+        logging.error("no audio files in %s", " ".join(args.inputs))
+        sys.exit(1)
+    try:
+        captioner = PretrainedCaptioner.from_pretrained(
+            args.model, ngpu=args.ngpu, beam_size=args.beam_size, max_len=args.max_len,
+            length_penalty=args.length_penalty, batch_size=args.batch_size,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
+    logging.info("captioning %d files with %s (%s)", len(files), args.model,
+                 ", ".join(f"{k} {v}" for k, v in captioner.decode_config.items()))
+    results = captioner.caption_files(files, nbest=args.nbest, skip_bad=True,
+                                      progress=len(files) > PROGRESS_MIN_FILES)
+    text = format_results(results, fmt, args.nbest)
+    if args.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write_text(args.output, text)
+    bad = [r.file for r in results if r.error is not None]
+    logging.info("captioned %d of %d files%s", len(results) - len(bad), len(results),
+                 f" into {args.output}" if args.output != "-" else "")
+    if bad:
+        logging.error("skipped %d unreadable file(s): %s", len(bad), ", ".join(bad))
+        if not args.skip_bad:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

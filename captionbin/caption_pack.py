@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Pack a trained model into one zip archive that needs nothing else from the recipe (stage 10).
+
+The archive holds the model file, the resolved training config, the token list (or BPE
+model), the feature config resolved as ``caption_dump_feats --config <feats_config>
+--print_config`` prints it, the normalisation statistics, the CIDEr-D document frequencies,
+the decoding options of ``caption_decode --config <decode_config> <decode_args>``, and a
+``manifest.json`` (recipe, git revision, UTC date, sample rates of the training audio, the
+metrics of ``--score_json``, and each file's size and SHA-256); see
+:mod:`captionlib.pretrained`. ``captionbin.caption_infer`` captions audio files with it.
+
+Usage:
+    python -m captionbin.caption_pack --model_file exp/xe_x/valid.cider_d.best.pth \\
+        --feats_config conf/feats_logmel.yaml --feats_stats exp/stats_logmel/feats_stats.npz \\
+        --cider_df exp/stats_logmel/cider_df.pkl --train_wav_scp data/development/wav.scp \\
+        --decode_config conf/decode.yaml --score_json exp/xe_x/decode_x/evaluation/score.json \\
+        --output exp/xe_x/packed/valid.cider_d.best.zip
+"""
+
+import json
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str_or_none
+
+REQUIRED = ("model_file", "feats_config", "feats_stats", "cider_df", "output")
+# options of a caption_dump_feats job, not of the features: left out of the packed feature config
+JOB_OPTIONS = ("wav_scp", "out_prefix", "filetype", "write_num_frames", "log_interval", "num_threads", "log_level")
+
+
+def get_parser():
+    """Return the argument parser of caption_pack."""
+    parser = get_base_parser("Pack a trained model into one zip archive (stage 10)")
+    parser.add_argument("--model_file", default=None, help="(required) model file written by training (.pth)")
+    parser.add_argument("--train_config", type=str_or_none, default=None,
+                        help="resolved training config (default: config.yaml beside --model_file)")
+    parser.add_argument("--feats_config", default=None, help="(required) feature config of caption_dump_feats")
+    parser.add_argument("--feats_stats", default=None, help="(required) exp/stats_<feats_tag>/feats_stats.npz")
+    parser.add_argument("--cider_df", default=None, help="(required) exp/stats_<feats_tag>/cider_df.pkl")
+    parser.add_argument("--train_wav_scp", type=str_or_none, default=None,
+                        help="wav.scp of the training set: the sample rates of its audio (headers) go into "
+                             "the manifest, so inference can resample when the feature config has fs: null")
+    parser.add_argument("--decode_config", type=str_or_none, default=None,
+                        help="decode config of caption_decode: its beam_size, batch_size, max_len and "
+                             "length_penalty become caption_infer's defaults")
+    parser.add_argument("--decode_args", default="", help="extra caption_decode arguments, e.g. '--beam_size 3'")
+    parser.add_argument("--score_json", type=str_or_none, default=None,
+                        help="score.json of the decode the model is packed from (metrics in the manifest)")
+    parser.add_argument("--recipe", type=str_or_none, default=None,
+                        help="recipe name in the manifest (default: the current directory's name)")
+    parser.add_argument("--output", default=None, help="(required) the zip archive to write")
+    return parser
+
+
+def _resolved(parser, config: Optional[str], args: Sequence[str] = ()) -> dict:
+    """The options of another binary's ``parser`` resolved from a config file (as ``--print_config``)."""
+    if config is not None and not Path(config).is_file():
+        raise FileNotFoundError(f"{config}: no such config file")
+    return config_dict(parser.parse_args((["--config", config] if config else []) + list(args)))
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Run caption_pack."""
+    args = parse_args(get_parser(), cmd, REQUIRED)
+    from captionbin.caption_decode import get_parser as decode_parser
+    from captionbin.caption_dump_feats import get_parser as feats_parser
+    from captionlib.pretrained import audio_sample_rates, pack_model
+
+    try:
+        feats_config = _resolved(feats_parser(), args.feats_config)
+        for key in JOB_OPTIONS:
+            feats_config.pop(key, None)
+        decode_config = None
+        if args.decode_config is not None or args.decode_args:
+            decode_config = _resolved(decode_parser(), args.decode_config,
+                                      ["--feats_scp", "-", "--output_dir", "-"] + shlex.split(args.decode_args))
+        rates = None
+        if args.train_wav_scp is not None:
+            rates = audio_sample_rates(args.train_wav_scp)
+            logging.info("sample rates of %s: %s", args.train_wav_scp, rates)
+        metrics = None
+        if args.score_json is not None:
+            try:
+                metrics = json.loads(Path(args.score_json).read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise ValueError(f"{args.score_json}: not JSON: {e}") from None
+        pack_model(
+            args.output, args.model_file,
+            args.train_config or os.path.join(os.path.dirname(args.model_file), "config.yaml"),
+            feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
+            recipe=args.recipe or os.path.basename(os.getcwd()),
+        )
+    except (ValueError, FileNotFoundError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
