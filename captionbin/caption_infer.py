@@ -77,7 +77,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.model, ngpu=args.ngpu, beam_size=args.beam_size, max_len=args.max_len,
             length_penalty=args.length_penalty, batch_size=args.batch_size,
         )
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError) as e:  # RuntimeError: --ngpu without a GPU
         logging.error("%s", e)
         sys.exit(1)
     logging.info("captioning %d files with %s (%s)", len(files), args.model,

@@ -49,6 +49,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import yaml
 
+from captionlib.audio.io import AUDIO_EXTENSIONS
+
 PathLike = Union[str, Path]
 
 PACKED_FORMAT = "captionlib-packed-model"
@@ -66,7 +68,6 @@ DECODE_CONFIG = "decode_config.yaml"
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
 # Options of captionlib.audio.features.LogMel in a feature config.
 LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "dtype")
-AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
 POOL_BATCHES = 8  # batches of features computed (and sorted by length) at a time
 
 
@@ -219,7 +220,8 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     return manifest, members
 
 
-def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = AUDIO_EXTENSIONS) -> List[str]:
+def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tuple("." + e for e in AUDIO_EXTENSIONS)
+                     ) -> List[str]:
     """Expand files and directories into a list of audio files.
 
     A directory is walked recursively for files whose extension (any case) is in
@@ -289,6 +291,9 @@ class PretrainedCaptioner:
         self.model, self.tokenizer, self.device, self.name = model, tokenizer, device, name
         self.feats_config, self.manifest = dict(feats_config), dict(manifest)
         self.decode_config = {**DECODE_DEFAULTS, **decode_config}
+        for key in ("beam_size", "batch_size", "max_len"):
+            if int(self.decode_config[key]) < 1:
+                raise ValueError(f"{name}: {key} must be >= 1, got {self.decode_config[key]}")
         self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
         rates = sorted(int(r) for r in (manifest.get("train_sample_rates") or {}))
         self.sample_rate: Optional[int] = feats_config.get("fs")
@@ -314,8 +319,10 @@ class PretrainedCaptioner:
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: naming ``path``: see :func:`read_packed`; an unknown decoding option;
-                a model that does not take log-mel features.
+            ValueError: naming ``path``: see :func:`read_packed`; an unknown decoding option,
+                or a beam size, batch size or maximum length below 1; a model that does not take
+                log-mel features.
+            RuntimeError: ``ngpu`` > 0 without a CUDA device.
         """
         from captionlib.models.captioner import load_model_file
         from captionlib.text.tokenizer import Tokenizer

@@ -15,6 +15,10 @@ import numpy as np
 
 from captionlib.io.datadir import PathLike
 
+#: Audio file extensions the toolkit looks for (directories given to caption_infer, AudioCaps
+#: audio folders): libsndfile reads wav/flac/ogg/mp3, the PyAV fallback the rest (m4a).
+AUDIO_EXTENSIONS = ("wav", "flac", "ogg", "mp3", "m4a")
+
 
 @dataclass(frozen=True)
 class AudioInfo:

@@ -17,7 +17,7 @@ clip, either of two namings (both are tried, in this order):
 * ``Y<youtube_id>.<ext>`` (the AudioSet habit; only for a YouTube id that has a single clip
   in the split, since the name does not say which segment it is),
 
-with ``<ext>`` one of :data:`AUDIO_EXTS`, directly in the audio folder or in its ``<split>/``
+with ``<ext>`` one of :data:`AUDIO_EXTENSIONS`, directly in the audio folder or in its ``<split>/``
 subfolder.
 
 Output ``<output_dir>/{wav.scp,text,utt2spk,spk2utt,clip2id,aud2name,reco2dur,missing}``,
@@ -35,6 +35,7 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.io.datadir import PathLike, read_csv_rows, write_scp
 from captionlib.io.prep import (
     BadRecords,
@@ -48,7 +49,6 @@ from captionlib.io.prep import (
 
 SPLITS = ("train", "val", "test")
 HEADER = ["audiocap_id", "youtube_id", "start_time", "caption"]
-AUDIO_EXTS = ("wav", "flac", "ogg", "mp3", "m4a")
 YOUTUBE_ID = re.compile(r"[A-Za-z0-9_-]{11}")
 DEFAULT_MAX_MISSING_FRACTION = 0.1
 
@@ -90,9 +90,9 @@ def audio_names(youtube_id: str, start_time: str, with_y: bool = True) -> List[s
         start_time: as from :func:`parse_start_time`.
         with_y: include the ``Y<id>`` names (only unambiguous when the id has one clip).
     """
-    names = [f"{youtube_id}_{start_time}.{ext}" for ext in AUDIO_EXTS]
+    names = [f"{youtube_id}_{start_time}.{ext}" for ext in AUDIO_EXTENSIONS]
     if with_y:
-        names += [f"Y{youtube_id}.{ext}" for ext in AUDIO_EXTS]
+        names += [f"Y{youtube_id}.{ext}" for ext in AUDIO_EXTENSIONS]
     return names
 
 
@@ -146,7 +146,7 @@ def prepare_audiocaps(
     Args:
         csv_dir: directory holding ``<split>.csv`` (``audiocap_id,youtube_id,start_time,caption``).
         audio_dir: the downloaded audio: ``<youtube_id>_<start_time>.<ext>`` or
-            ``Y<youtube_id>.<ext>`` (ext in :data:`AUDIO_EXTS`), in ``audio_dir`` or
+            ``Y<youtube_id>.<ext>`` (ext in :data:`AUDIO_EXTENSIONS`), in ``audio_dir`` or
             ``audio_dir/<split>/``.
         split: ``train``, ``val`` or ``test``.
         output_dir: the data directory to write (e.g. ``data/train``).

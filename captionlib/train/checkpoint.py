@@ -62,13 +62,9 @@ def load_checkpoint(path: Union[str, Path], map_location: Any = "cpu") -> Any:
 
 
 def atomic_write_text(path: Union[str, Path], text: str) -> None:
-    """Write a text file atomically (temporary file + ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Write a UTF-8 text file atomically (see :func:`atomic_open`)."""
+    with atomic_open(path) as f:
+        f.write(text.encode("utf-8"))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -585,11 +585,18 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
                 _model=$(model_file_of "${_dir}" "${_s}")
                 _score=${_dir}/decode_$(decode_tag_of "${_model}")/${_test_set}/score.json
                 _packed=${_dir}/packed/$(basename "${_model}" .pth).zip
-                log "Stage 10: Pack ${_model} (metrics: ${_score}): ${_packed}"
-                ${python} -m captionbin.caption_pack --model_file "${_model}" --train_config "${_dir}/config.yaml" \
+                _metrics=()
+                if [ -f "${_score}" ]; then
+                    _metrics=(--score_json "${_score}")
+                else
+                    log "Stage 10: warning: ${_score} not found (run stages 8-9 first): packing without metrics"
+                fi
+                log "Stage 10: Pack ${_model} (metrics: ${_score}): ${_packed} (log: ${_dir}/packed/log/pack.log)"
+                ${train_cmd} "${_dir}/packed/log/pack.log" \
+                    ${python} -m captionbin.caption_pack --model_file "${_model}" --train_config "${_dir}/config.yaml" \
                     --feats_config "${feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
                     --train_wav_scp "data/${train_set}/wav.scp" --decode_config "${decode_config}" \
-                    "--decode_args=${decode_args}" --score_json "${_score}" --recipe "$(basename "${PWD}")" \
+                    "--decode_args=${decode_args}" ${_metrics[@]+"${_metrics[@]}"} --recipe "$(basename "${PWD}")" \
                     --output "${_packed}"
             done
         done

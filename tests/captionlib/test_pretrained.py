@@ -168,6 +168,9 @@ def test_read_packed_rejects_foreign_or_corrupt(packed, tmp_path):
         read_packed(tmp_path / "bad.zip")
     with pytest.raises(ValueError, match="unknown decoding options"):
         PretrainedCaptioner.from_pretrained(packed, beam=3)
+    for key in ("beam_size", "batch_size", "max_len"):
+        with pytest.raises(ValueError, match=f"{key} must be >= 1"):
+            PretrainedCaptioner.from_pretrained(packed, **{key: 0})
 
 
 def test_find_audio_files(tmp_path):
@@ -176,4 +179,4 @@ def test_find_audio_files(tmp_path):
         (tmp_path / rel).write_bytes(b"")
     got = find_audio_files([tmp_path, "given.m4a"])
     rel = [str(p)[len(str(tmp_path)) + 1:] for p in got[:-1]]
-    assert rel == ["a.mp3", "b/1.wav", "b/2.FLAC", "c/d/e.ogg"] and got[-1] == "given.m4a"
+    assert rel == ["a.mp3", "b/1.wav", "b/2.FLAC", "b/x.m4a", "c/d/e.ogg"] and got[-1] == "given.m4a"

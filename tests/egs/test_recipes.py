@@ -322,8 +322,9 @@ def test_mini_clotho_end_to_end(tmp_path):
             clip, _, caption = line.partition(" ")
             stage8[clip] = caption
     out = tmp_path / "captions.json"
+    # no decoding options given: the archive's own (the recipe's conf/decode.yaml, packed)
     r = _run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(xe_dir / "packed" / "valid.cider_d.best.zip"),
-              "--config", "conf/decode.yaml", "--output", str(out), *wavs], cwd=d, timeout=600)
+              "--output", str(out), *wavs], cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     got = {wavs[row["file"]]: row["caption"] for row in json.loads(out.read_text())}
     assert got == stage8

@@ -47,6 +47,19 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def stepd_pids() -> List[int]:
+    """Pids of the running ``slurmstepd`` processes (the per-job step daemons of slurmd)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() == "slurmstepd" and _pid_alive(int(d.name)):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
 def ensure_installed() -> Optional[str]:
     """Install slurm-wlm and munge with apt-get if missing; returns a reason to skip, or None."""
     if all(shutil.which(d) or os.path.exists(f"/usr/sbin/{d}") for d in DAEMONS + ["sbatch"]):
@@ -56,10 +69,21 @@ def ensure_installed() -> Optional[str]:
     if not shutil.which("apt-get"):
         return "slurm-wlm/munge are not installed and there is no apt-get"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            return f"{' '.join(cmd)} failed: {(r.stdout + r.stderr)[-500:]}"
+    # policy-rc.d exiting 101 keeps the packages' postinst from starting system daemons
+    # (munged, slurmd) that nothing would stop
+    policy = Path("/usr/sbin/policy-rc.d")
+    own_policy = not policy.exists()
+    if own_policy:
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+    try:
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if r.returncode != 0:
+                return f"{' '.join(cmd)} failed: {(r.stdout + r.stderr)[-500:]}"
+    finally:
+        if own_policy:
+            policy.unlink()
     return None
 
 
@@ -84,6 +108,7 @@ class LocalSlurm:
         self.conf = self.root / "slurm.conf"
         self.ports = [_free_port(), _free_port()]
         self.started: List[Tuple[str, Path]] = []
+        self.stepd_before = set(stepd_pids())  # step daemons not ours (another cluster's)
 
     @property
     def env(self) -> dict:
@@ -128,12 +153,12 @@ class LocalSlurm:
         self.conf.write_text("\n".join(lines) + "\n")
 
     def _run(self, name: str, cmd: List[str], pidfile: Path) -> None:
+        self.started.append((name, pidfile))  # before waiting: stop() kills it even if this fails
         r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stdout + r.stderr}")
         for _ in range(100):
             if pidfile.is_file() and pidfile.read_text().strip():
-                self.started.append((name, pidfile))
                 return
             time.sleep(0.1)
         raise RuntimeError(f"{name} wrote no pid file {pidfile}")
@@ -163,8 +188,8 @@ class LocalSlurm:
         raise RuntimeError(f"the node did not become idle in {timeout} s: {logs}")
 
     def pids(self) -> List[int]:
-        """Pids of the daemons this cluster started that are still running."""
-        out = []
+        """Pids of the daemons this cluster started (and of its job step daemons) still running."""
+        out = [p for p in stepd_pids() if p not in self.stepd_before]
         for _, pidfile in self.started:
             try:
                 pid = int(pidfile.read_text().split()[0])
@@ -183,6 +208,12 @@ class LocalSlurm:
         """
         if self.started and shutil.which("scancel"):
             subprocess.run(["scancel", "--user", "root"], env=self.env, capture_output=True, timeout=30)
+            deadline = time.time() + timeout  # let the cancelled jobs end before slurmd goes
+            while time.time() < deadline:
+                q = subprocess.run(["squeue", "-h"], env=self.env, capture_output=True, text=True, timeout=30)
+                if q.returncode != 0 or not q.stdout.strip():
+                    break
+                time.sleep(0.5)
         pids = {}
         for name, pidfile in reversed(self.started):  # slurmd, slurmctld, then munged
             try:
@@ -197,7 +228,10 @@ class LocalSlurm:
         while time.time() < deadline and (self.pids() or any(port_open(p) for p in self.ports)):
             time.sleep(0.2)
         for pid in self.pids():
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         time.sleep(0.5)
         left, ports = self.pids(), [p for p in self.ports if port_open(p)]
         if left or ports:

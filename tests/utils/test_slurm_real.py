@@ -8,13 +8,15 @@ no daemon and no port of it is left. Without root or apt-get the tests skip and 
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from slurm_cluster import start_cluster
+from slurm_cluster import start_cluster, stepd_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_PL = ROOT / "utils" / "slurm.pl"
@@ -87,10 +89,16 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     d = tmp_path / "egs" / "mini_clotho"
     cmd_sh = d / "cmd.sh"
     cmd_sh.write_text(cmd_sh.read_text().replace("cmd_backend='local'", "cmd_backend='slurm'"))
-    r = subprocess.run(["./run.sh", "--stop_stage", "8", "--rl_algo", "", "--word2vec", "false",
-                        "--ensemble_models", "", "--num_diversity_samples", "0", "--xe_args", "--max_epoch 2"],
-                       cwd=d, env=_env(cluster), capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    p = subprocess.Popen(["./run.sh", "--stop_stage", "8", "--rl_algo", "", "--word2vec", "false",
+                          "--ensemble_models", "", "--num_diversity_samples", "0", "--xe_args", "--max_epoch 2"],
+                         cwd=d, env=_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=1800)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # run.sh and its slurm.pl pollers; stop() cancels the jobs
+        raise
+    assert p.returncode == 0, out[-6000:]
     dump_logs = sorted((d / "dump" / "logmel" / "train_development_validation").glob("log/dump_feats.*.log"))
     assert len(dump_logs) == 2 and all("as slurm job" in p.read_text() for p in dump_logs)
     decode_logs = sorted(d.glob("exp/xe_*/decode_*/evaluation/log/decode.*.log"))
@@ -98,11 +106,20 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     assert (next(d.glob("exp/xe_*/decode_*/evaluation")) / "text").read_text().strip()
 
 
-def test_teardown_leaves_no_daemon_and_no_port(cluster):
+def test_teardown_leaves_no_daemon_and_no_port(cluster, tmp_path):
+    # a job still running at teardown: its slurmstepd must go too
+    r = subprocess.run(["sbatch", "-o", str(tmp_path / "sleep.log"), "--wrap", "sleep 300"], env=cluster.env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for _ in range(100):
+        if cluster.pids() and any(p not in cluster.stepd_before for p in stepd_pids()):
+            break
+        time.sleep(0.1)
     pids, ports = cluster.pids(), list(cluster.ports)
     assert pids and any(cluster_port_open(p) for p in ports)  # it was running
     cluster.stop()
     assert cluster.pids() == []
+    assert not [p for p in stepd_pids() if p not in cluster.stepd_before]
     assert not any(cluster_port_open(p) for p in ports)
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
