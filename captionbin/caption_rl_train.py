@@ -23,6 +23,7 @@ from captionlib.rl import (
     SLE_DISTANCES,
     SLE_DIVERSITY_BASELINES,
 )
+from captionlib.train import UNITS
 from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
 
 
@@ -72,7 +73,7 @@ def get_parser():
     g.add_argument("--attribute_input", default="cnn", choices=ATTRIBUTE_INPUTS,
                    help="multitask: the attribute head reads the time-pooled CNN features (cnn, seed 004) "
                         "or the audio embedding (embedding)")
-    g.add_argument("--rl_unit", default="clip", choices=("clip", "caption"),
+    g.add_argument("--rl_unit", default="clip", choices=UNITS,
                    help="an epoch iterates clips, or (clip, caption) pairs like the seed 000 authors' code "
                         "(each clip once per reference: 5x the updates on Clotho)")
     g.add_argument("--freeze_encoder", type=str2bool, default=False, help="keep the audio encoder fixed")

@@ -14,7 +14,7 @@ when all epochs are done).
 
 from typing import Optional, Sequence
 
-from captionlib.train import SELECTION_MODES
+from captionlib.train import SELECTION_MODES, UNITS
 from captionlib.utils.cli import config_dict, get_base_parser, int_or_none, parse_args, str2bool, str_or_none, yaml_dict
 
 
@@ -62,7 +62,7 @@ def get_parser():
     parser.add_argument("--init_embedding", type=str_or_none, default=None,
                         help=".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)")
     parser.add_argument("--freeze_embedding", type=str2bool, default=False, help="keep --init_embedding fixed")
-    parser.add_argument("--xe_unit", default="caption", choices=("caption", "clip"),
+    parser.add_argument("--xe_unit", default="caption", choices=UNITS,
                         help="caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                              "cross-entropy averaged over all its captions")
     g = parser.add_argument_group("model")

@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 
 from captionlib.text.cleaner import clean_words
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train import UNITS
 
 
 def _read_dir(data_dir: Union[str, Path]):
@@ -156,7 +157,7 @@ class AudioRefsDataset(Dataset):
     """
 
     def __init__(self, data_dir: Union[str, Path], unit: str = "clip"):
-        if unit not in ("clip", "caption"):
+        if unit not in UNITS:
             raise ValueError(f"unit must be clip or caption, got {unit!r}")
         self.data_dir = data_dir
         self.feats, text, spk2utt = _read_dir(data_dir)

@@ -213,6 +213,26 @@ def read_numeric_scp(path: PathLike, conv=int) -> Dict[str, Any]:
     return out
 
 
+def read_utf8(path: PathLike, error: Type[Exception] = ValueError, what: str = "file") -> str:
+    """The text of a UTF-8 file (a BOM is dropped).
+
+    Raises:
+        error: a missing file (``<path>: <what> not found``) or invalid UTF-8, naming
+            ``<path>:<line>``.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+
+
 def read_csv_rows(
     csv_path: PathLike, header: Sequence[str], error: Type[Exception] = ValueError, what: str = "CSV"
 ) -> List[Tuple[int, List[str]]]:
@@ -235,16 +255,7 @@ def read_csv_rows(
             header, naming ``<csv_path>:<line>``.
     """
     path = os.fspath(csv_path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise error(f"{path}: {what} not found") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+    text = read_utf8(path, error, what)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     rows: List[Tuple[int, List[str]]] = []
     found: Optional[List[str]] = None

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Type
 
-from captionlib.io.datadir import PathLike, utt2spk_to_spk2utt, write_scp
+from captionlib.io.datadir import PathLike, read_utf8, utt2spk_to_spk2utt, write_scp
 from captionlib.text.cleaner import clean_words
 
 
@@ -86,16 +86,9 @@ def caption_problem(caption: str) -> Optional[str]:
 def load_json(path: PathLike, error_cls: Type[ValueError]) -> object:
     """Load a JSON annotation file; a missing file or a syntax error names ``<path>:<line>``."""
     path = os.fspath(path)
+    text = read_utf8(path, error_cls, "annotation file")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise error_cls(f"{path}: annotation file not found") from None
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise error_cls(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise error_cls(f"{path}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
 

@@ -3,3 +3,5 @@
 #: Validation metrics a model can be selected by (``--best_model_criterion``) and whether
 #: higher or lower is better (kept here, free of torch imports, so ``--help`` stays fast).
 SELECTION_MODES = {"cider_d": "max", "bleu_4": "max", "loss": "min"}
+#: What an epoch iterates (``--xe_unit``, ``--rl_unit``): clips, or (clip, caption) pairs.
+UNITS = ("clip", "caption")

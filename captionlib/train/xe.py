@@ -23,6 +23,7 @@ from captionlib.train.common import (
     log_model,
     write_config,
 )
+from captionlib.train import UNITS
 from captionlib.train.checkpoint import load_checkpoint
 from captionlib.train.trainer import Trainer, get_device, set_seed
 
@@ -132,7 +133,7 @@ def train_xe(
     Raises:
         ValueError: bad ``xe_unit`` or ``best_model_criterion``.
     """
-    if xe_unit not in ("caption", "clip"):
+    if xe_unit not in UNITS:
         raise ValueError(f"xe_unit must be caption or clip, got {xe_unit!r}")
     criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(seed)

@@ -43,15 +43,24 @@ def _unreadable(path: str, e: Exception) -> ValueError:
     return ValueError(f"{path}: cannot read features ({type(e).__name__}: {e})")
 
 
-def _load_fc(source: str, corpus_id: str):
+def _np_load(source: str, corpus_id: str, ext: str):
+    """``np.load`` of ``<source>/<corpus_id><ext>``: (the loaded object, its path).
+
+    Raises:
+        FileNotFoundError: no such file; ValueError: an unreadable one (naming it).
+    """
     _check_id(corpus_id)
-    path = os.path.join(source, f"{corpus_id}.npy")
+    path = os.path.join(source, f"{corpus_id}{ext}")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no feature file {path}")
     try:
-        arr = np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False), path
     except _NPY_ERRORS as e:
         raise _unreadable(path, e) from None
+
+
+def _load_fc(source: str, corpus_id: str):
+    arr, path = _np_load(source, corpus_id, ".npy")
     if not isinstance(arr, np.ndarray):  # an .npz archive under a .npy name
         arr.close()
         raise ValueError(f"{path}: expected an .npy array, got an .npz archive")
@@ -61,14 +70,7 @@ def _load_fc(source: str, corpus_id: str):
 
 
 def _load_att(source: str, corpus_id: str):
-    _check_id(corpus_id)
-    path = os.path.join(source, f"{corpus_id}.npz")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no feature file {path}")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except _NPY_ERRORS as e:
-        raise _unreadable(path, e) from None
+    npz, path = _np_load(source, corpus_id, ".npz")
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"{path}: expected an .npz archive with array 'feat', got a single .npy array")
     with npz:
