@@ -85,11 +85,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, ("train_data_dir", "valid_data_dir", "output_dir", "init_param", "cider_df"))
     from captionlib.rl.train import train_rl
+    from captionlib.utils.distributed import destroy
 
     kw = config_dict(args)
     for k in ("log_level", "token_list"):
         kw.pop(k)
     train_rl(**kw, config=config_dict(args))
+    destroy()
 
 
 if __name__ == "__main__":

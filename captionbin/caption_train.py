@@ -9,7 +9,8 @@ Usage:
     python -m captionbin.caption_train --print_config   # a complete config to start from
 
 Re-running the same command resumes from ``<output_dir>/latest.pth`` (or returns at once
-when all epochs are done).
+when all epochs are done). Data-parallel over N processes (gloo on CPU, NCCL with --ngpu):
+    torchrun --nproc_per_node N -m captionbin.caption_train ... (see captionlib.utils.distributed)
 """
 
 from typing import Optional, Sequence
@@ -47,7 +48,10 @@ def add_common_train_arguments(parser) -> None:
     g.add_argument("--max_len", type=int, default=30, help="max caption tokens when decoding (eos included)")
     g = parser.add_argument_group("runtime")
     g.add_argument("--num_workers", type=int, default=0)
-    g.add_argument("--ngpu", type=int, default=0)
+    g.add_argument("--ngpu", type=int, default=0,
+                   help="0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)")
+    g.add_argument("--amp", default="none", choices=("none", "bf16", "fp16"),
+                   help="mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on CPU")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--dry_run", type=str2bool, default=False, help="build the model and exit")
 
@@ -87,9 +91,12 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, cmd, ("train_data_dir", "valid_data_dir", "output_dir", "token_list"))
     from captionlib.train.xe import train_xe
 
+    from captionlib.utils.distributed import destroy
+
     kw = config_dict(args)
     kw.pop("log_level")
     train_xe(**kw, config=config_dict(args))
+    destroy()
 
 
 if __name__ == "__main__":

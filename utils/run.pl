@@ -24,6 +24,7 @@ Exits 1 if any job failed ("K / N failed, log is in <log-file>" on stderr).
 Options:
   --max-jobs-run N   run at most N jobs at a time (default: number of CPUs)
   --gpu N            GPUs per job; only limits concurrency to (visible GPUs / N) (default 0)
+  --num-nodes N      1 (more is an error: jobs run on this machine)
   --mem X, --num-threads N, --time T, --config FILE
                      accepted for compatibility with slurm.pl and ignored
                      (num-threads is reported in the Accounting line)
@@ -65,7 +66,7 @@ sub num_gpus {
 my $max_jobs_run = undef;
 my $gpu = 0;
 my $num_threads = 1;
-my %known = map { $_ => 1 } qw(max_jobs_run gpu mem num_threads time config);
+my %known = map { $_ => 1 } qw(max_jobs_run gpu mem num_threads time config num_nodes);
 while (@ARGV && $ARGV[0] =~ /^--/) {
   my $opt = shift @ARGV;
   die_usage() if $opt eq "--help";
@@ -81,6 +82,10 @@ while (@ARGV && $ARGV[0] =~ /^--/) {
   } elsif ($name eq "gpu") {
     die_usage("--gpu must be a non-negative integer, got '$val'") unless $val =~ /^\d+$/;
     $gpu = $val;
+  } elsif ($name eq "num_nodes") {
+    die_usage("--num-nodes must be a positive integer, got '$val'") unless $val =~ /^\d+$/ && $val > 0;
+    die "$prog: --num-nodes $val: $prog runs jobs on this machine only; "
+      . "multi-node jobs need a cluster backend (slurm.pl)\n" if $val > 1;
   } elsif ($name eq "num_threads") {
     die_usage("--num-threads must be a positive integer, got '$val'") unless $val =~ /^\d+$/ && $val > 0;
     $num_threads = $val;

@@ -12,6 +12,8 @@ from typing import Optional
 import torch
 from torch import nn
 
+from captionlib.utils.distributed import rows_rand
+
 
 class SpecAugment(nn.Module):
     """Time and frequency masking, active only in training mode (``module.train()``).
@@ -72,9 +74,9 @@ class SpecAugment(nn.Module):
         device = extent.device
         max_w = torch.clamp(extent, max=max_width)  # (batch,)
         # width uniform in [0, max_w], start uniform in [0, extent - width]
-        width = torch.floor(torch.rand(batch, num, device=device) * (max_w[:, None] + 1).float()).long()
+        width = torch.floor(rows_rand(batch, num, device=device) * (max_w[:, None] + 1).float()).long()
         start = torch.floor(
-            torch.rand(batch, num, device=device) * (extent[:, None] - width + 1).float()
+            rows_rand(batch, num, device=device) * (extent[:, None] - width + 1).float()
         ).long()
         pos = torch.arange(size, device=device)[None, None, :]
         band = (pos >= start[:, :, None]) & (pos < (start + width)[:, :, None])

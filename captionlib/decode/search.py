@@ -11,6 +11,8 @@ from typing import Any, Optional
 
 import torch
 
+from captionlib.utils.distributed import all_ranks, rows_rand
+
 
 @dataclass
 class SampleOutput:
@@ -49,7 +51,7 @@ def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tens
     """
     scores = logp.detach().double() / temperature
     cdf = torch.exp(scores - scores.max(-1, keepdim=True).values).cumsum(-1)
-    u = torch.rand(cdf.size(0), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    u = rows_rand(cdf.size(0), 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.size(1) - 1)
 
 
@@ -106,7 +108,7 @@ def sample(
         ents.append(torch.special.entr(logp.detach().exp()).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)
-        if bool(finished.all()):
+        if all_ranks(bool(finished.all())):
             break
         logp, state = model.step(tok, state)
     return SampleOutput(

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from captionlib.models.encoding import BatchParts, pooled
+from captionlib.utils.distributed import Dropout
 
 
 class GRUDecoder(nn.Module):
@@ -61,7 +62,7 @@ class GRUDecoder(nn.Module):
         self.hidden_size = hidden_size  # of step_hidden()
         self.init = nn.Linear(embed_size, num_layers * hidden_size) if init_state == "audio" else None
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = self.rnn_class(embed_size, hidden_size, num_layers=num_layers, batch_first=True)
         self.output = nn.Linear(hidden_size, vocab_size)
 
@@ -178,7 +179,7 @@ class TopDownDecoder(nn.Module):
         super().__init__()
         self.vocab_size = vocab_size
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.att_lstm = nn.LSTMCell(hidden_size + memory_size + embed_size, hidden_size)
         self.lang_lstm = nn.LSTMCell(memory_size + hidden_size, hidden_size)
         self.mem_proj = nn.Linear(memory_size, att_size)

@@ -110,12 +110,17 @@ class SampledObjective(nn.Module):
 class PolicyGradient(SampledObjective):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` for SCST/REINFORCE+.
 
+    Its random draws are the same on every data-parallel rank (``row_sharded_randomness``),
+    so N ranks equal one process on the global batch.
+
     Args:
         reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
         num_samples: samples per clip (SCST: 1).
         baseline: ``greedy`` (self-critical) or ``mean`` (of the other samples).
         baseline_encoding: see :class:`SampledObjective`.
     """
+
+    row_sharded_randomness = True
 
     def __init__(
         self,

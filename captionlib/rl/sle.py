@@ -224,6 +224,8 @@ class SLE(SampledObjective):
             or ``diversity_baseline``.
     """
 
+    row_sharded_randomness = True  # the same random draws on every data-parallel rank
+
     def __init__(
         self,
         reward: Reward,

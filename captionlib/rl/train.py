@@ -22,7 +22,8 @@ from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import best_criteria, clip_validation, epoch_loader, log_model, write_config
-from captionlib.train.trainer import Trainer, get_device, set_seed
+from captionlib.train.trainer import Trainer, set_seed
+from captionlib.utils.distributed import init_distributed, rank_and_world
 
 
 
@@ -149,6 +150,7 @@ def train_rl(
     max_len: int = 30,
     num_workers: int = 0,
     ngpu: int = 0,
+    amp: str = "none",
     seed: int = 0,
     dry_run: bool = False,
     config: Optional[Dict[str, Any]] = None,
@@ -174,6 +176,10 @@ def train_rl(
             :func:`captionlib.train.common.epoch_batches`.
         best_model_criterion: ``cider_d`` or ``bleu_4`` of greedy validation captions
             (seed 000: CIDEr); both get a ``valid.<metric>.best.pth``.
+        ngpu, amp: devices and mixed precision, as in :func:`captionlib.train.xe.train_xe`
+            (``torchrun`` runs it data-parallel; SCST and REINFORCE+ then equal one process
+            on the global batch, the other objectives train data-parallel without that
+            guarantee, see :mod:`captionlib.utils.distributed`).
         rl_unit: what an epoch iterates: ``clip`` (each clip once; seeds 001-004) or
             ``caption`` ((clip, caption) pairs, each clip once per reference caption, as the
             seed 000 authors' code does: 5x the updates per epoch on Clotho). The reward
@@ -186,7 +192,7 @@ def train_rl(
         raise ValueError(f"unknown rl_algo {rl_algo!r}; choose from {', '.join(RL_ALGOS)}")
     criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(seed)
-    device = get_device(ngpu)
+    device = init_distributed(ngpu)
     model, obj = load_model_file(init_param)
     model.to(device)
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
@@ -197,7 +203,7 @@ def train_rl(
         model.freeze_encoder = True  # also keeps its BatchNorm statistics and dropout fixed
         logging.info("the encoder is frozen")
     log_model(model)
-    if config is not None:
+    if config is not None and rank_and_world()[0] == 0:
         write_config(output_dir, config)
     if dry_run:
         return
@@ -228,4 +234,5 @@ def train_rl(
         log_interval=log_interval,
         device=device,
         extra_file_info={"bpe_proto": obj.get("bpe_proto"), "rl_algo": rl_algo, "init_param": init_param},
+        amp=amp,
     ).run()

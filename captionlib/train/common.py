@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from captionlib.data.datasets import AudioRefsDataset
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train import SELECTION_MODES
+from captionlib.utils.distributed import rank_and_world, shard_batches
 
 
 BATCH_TYPES = ("random", "bucket")
@@ -92,7 +93,9 @@ def epoch_loader(
     """A function ``epoch -> DataLoader`` over the batches of :func:`epoch_batches`.
 
     ``batch_type``: ``random`` or ``bucket`` (length-bucketed by the dataset's
-    ``lengths()``, frames per item from ``utt2num_frames``).
+    ``lengths()``, frames per item from ``utt2num_frames``). Under ``torchrun`` the batches
+    are global and each rank loads its block of every one
+    (:func:`captionlib.utils.distributed.shard_batches`).
 
     Raises:
         ValueError: unknown ``batch_type``.
@@ -103,6 +106,7 @@ def epoch_loader(
 
     def make(epoch: int) -> Iterable:
         batches = epoch_batches(len(dataset), batch_size, seed, epoch, num_iters_per_epoch, lengths, bucket_pool)
+        batches = shard_batches(batches, *rank_and_world())
         return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers)
 
     return make

@@ -9,8 +9,15 @@ TensorBoard scalars), validation, then checkpoints written atomically:
 * ``<N>epoch.pth``: model file of epoch N (kept for the ``keep_nbest`` best epochs);
 * ``valid.<metric>.best.pth``: model file of the best epoch per validation metric;
 * ``history.json``: per-epoch train/valid statistics (read by checkpoint averaging).
+
+Under ``torchrun`` (see :mod:`captionlib.utils.distributed`) every rank runs this loop on
+its block of each global batch; the loss is weighted by each rank's share of the global
+count, gradients are summed over ranks, and the logged statistics are global. Rank 0 alone
+validates, writes checkpoints, TensorBoard and ``history.json``; the other ranks wait for it
+in the next collective. Resuming reads ``latest.pth`` on every rank.
 """
 
+import contextlib
 import json
 import logging
 import random
@@ -24,6 +31,10 @@ from torch import nn
 
 from captionlib.models.captioner import model_file_dict
 from captionlib.train.checkpoint import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
+from captionlib.utils import distributed as dist_util
+
+#: Mixed-precision modes (``--amp``): autocast dtype on CUDA (fp16 with a gradient scaler).
+AMP_MODES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 Objective = Callable[[nn.Module, Any], Tuple[torch.Tensor, Dict[str, float]]]
 
@@ -61,6 +72,13 @@ class Trainer:
         optimizer: optimizer over the model's (and the objective's) parameters.
         objective: ``objective(model, batch) -> (loss, stats)``; if it is an
             ``nn.Module`` (critic, learned baseline), its state is saved for resume too.
+            ``loss`` and every stat are means over the same units; ``stats["num_units"]``
+            (popped) says how many (e.g. target tokens), else the batch's items
+            (``len(batch[0])``): data-parallel ranks weight by it. An objective with a
+            true ``row_sharded_randomness`` attribute makes the same sequence of random
+            draws on every rank and is run inside
+            :func:`captionlib.utils.distributed.row_sharded_randomness`; any other draws
+            from its rank's own stream (:func:`~captionlib.utils.distributed.rank_random_stream`).
         train_loader: a fresh iterable of batches per epoch (re-seeded per epoch).
         validate: ``validate(model) -> {metric: value}`` run in eval mode under no_grad.
         output_dir: experiment directory.
@@ -72,9 +90,13 @@ class Trainer:
         log_interval: steps between progress lines.
         device: where batches go (the model/objective must already be there).
         extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
+        amp: mixed precision on CUDA, a key of :data:`AMP_MODES` (``bf16``: autocast to
+            bfloat16; ``fp16``: float16 with a dynamic gradient scaler, saved for resume);
+            ignored with a warning on CPU.
 
     Raises:
-        ValueError: ``max_epoch`` below 1 (nothing would be trained, and no model written).
+        ValueError: ``max_epoch`` below 1 (nothing would be trained, and no model written),
+            or an unknown ``amp``.
     """
 
     def __init__(
@@ -94,9 +116,18 @@ class Trainer:
         log_interval: int = 50,
         device: torch.device = torch.device("cpu"),
         extra_file_info: Optional[Dict[str, Any]] = None,
+        amp: str = "none",
     ):
         if max_epoch < 1:
             raise ValueError(f"max_epoch must be >= 1, got {max_epoch}")
+        if amp not in AMP_MODES:
+            raise ValueError(f"amp must be one of {', '.join(AMP_MODES)}, got {amp!r}")
+        if amp != "none" and device.type != "cuda":
+            logging.warning("amp %s is for CUDA devices; training on %s in float32", amp, device)
+            amp = "none"
+        self.amp_dtype = AMP_MODES[amp]
+        self.scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
+        self.rank, self.world_size = dist_util.rank_and_world()
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.train_loader, self.validate = train_loader, validate
         self.output_dir = Path(output_dir)
@@ -119,6 +150,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         if isinstance(self.objective, nn.Module) and "objective" in state:
             self.objective.load_state_dict(state["objective"])
+        if self.scaler is not None and "grad_scaler" in state:
+            self.scaler.load_state_dict(state["grad_scaler"])
         self.history = state["history"]
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
@@ -169,6 +202,8 @@ class Trainer:
             state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
         if isinstance(self.objective, nn.Module):
             state["objective"] = self.objective.state_dict()
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()
         # history.json first: once latest.pth says "epoch N done", the history has epoch N
         atomic_write_text(out / "history.json", json.dumps(self.history, indent=1) + "\n")
         atomic_save(state, out / "latest.pth")
@@ -184,17 +219,51 @@ class Trainer:
         Raises:
             RuntimeError: another live trainer holds the output dir.
         """
+        if self.rank > 0:  # rank 0 holds the lock for the whole group
+            return self._run()
         with exp_dir_lock(self.output_dir):
             return self._run()
+
+    def _step(self, batch: Any) -> Dict[str, float]:
+        """One update on this rank's block of a global batch; returns the global stats."""
+        batch = dist_util.pad_to_global(batch)
+        exact = bool(getattr(self.objective, "row_sharded_randomness", False))
+        amp = torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else contextlib.nullcontext()
+        own_stream = contextlib.nullcontext() if exact else dist_util.rank_random_stream(self.device)
+        with dist_util.row_sharded_randomness(exact), own_stream, amp:
+            loss, stats = self.objective(self.model, batch)
+        count = float(stats.pop("num_units", len(batch[0])))
+        loss, stats, nonfinite = dist_util.reduce_step(loss, stats, count)
+        if nonfinite:
+            raise FloatingPointError(f"non-finite loss {loss.item()}" + (
+                f" (on some of the {self.world_size} ranks)" if self.world_size > 1 else ""))
+        self.optimizer.zero_grad(set_to_none=True)
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        dist_util.all_reduce_gradients(params)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if self.grad_clip > 0:
+            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        return stats
 
     def _run(self) -> List[Dict[str, float]]:
         from torch.utils.tensorboard import SummaryWriter
 
         start = self._resume()
+        for module in (self.model, self.objective):
+            if isinstance(module, nn.Module):
+                dist_util.broadcast_state(module)  # rank 0's weights everywhere, as DDP does
         if start > self.max_epoch:
             logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)
             return self.history
-        writer = SummaryWriter(str(self.output_dir / "tensorboard"))
+        main = self.rank == 0
+        writer = SummaryWriter(str(self.output_dir / "tensorboard")) if main else None
         global_step = sum(int(h.get("steps", 0)) for h in self.history)
         steps_per_epoch = None
         for epoch in range(start, self.max_epoch + 1):
@@ -207,20 +276,16 @@ class Trainer:
             if hasattr(loader, "__len__"):  # the epoch_loader DataLoaders know their batches
                 steps_per_epoch = len(loader)
             for batch in loader:
-                loss, stats = self.objective(self.model, batch)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"epoch {epoch} step {n + 1}: non-finite loss {loss.item()}")
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                params = [p for g in self.optimizer.param_groups for p in g["params"]]
-                if self.grad_clip > 0:
-                    stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
-                self.optimizer.step()
+                try:
+                    stats = self._step(batch)
+                except FloatingPointError as e:
+                    raise FloatingPointError(f"epoch {epoch} step {n + 1}: {e}") from None
                 n += 1
                 global_step += 1
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + float(v)
-                    writer.add_scalar(f"train/{k}", float(v), global_step)
+                    if writer is not None:
+                        writer.add_scalar(f"train/{k}", float(v), global_step)
                 if n % self.log_interval == 0 or n == steps_per_epoch:
                     rate = n / max(time.time() - t0, 1e-9)
                     total = steps_per_epoch or n
@@ -238,21 +303,26 @@ class Trainer:
             self.model.eval()
             if isinstance(self.objective, nn.Module):
                 self.objective.eval()
-            with torch.no_grad():
-                valid = self.validate(self.model)
             record = {"epoch": epoch, "steps": n, "train_time_s": round(train_time, 2)}
             record.update({f"train_{k}": v / n for k, v in sums.items()})
-            record.update({f"valid_{k}": float(v) for k, v in valid.items()})
+            if main:
+                with torch.no_grad():
+                    valid = self.validate(self.model)
+                record.update({f"valid_{k}": float(v) for k, v in valid.items()})
+                for k, v in valid.items():
+                    writer.add_scalar(f"valid/{k}", float(v), epoch)
+            record = dist_util.broadcast_object(record)
             self.history.append(record)
-            for k, v in valid.items():
-                writer.add_scalar(f"valid/{k}", float(v), epoch)
             logging.info(
                 "epoch %d done in %s: %s",
                 epoch, _fmt_time(train_time),
                 " ".join(f"{k}={v:.4g}" for k, v in record.items() if k.startswith(("train_", "valid_"))),
             )
-            self._save(epoch)
-        writer.close()
+            if main:
+                self._save(epoch)
+            dist_util.barrier()
+        if writer is not None:
+            writer.close()
         first, last = self.history[0], self.history[-1]
         for key in ("train_loss", "train_reward"):
             if key in first and key in last:

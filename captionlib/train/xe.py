@@ -25,7 +25,8 @@ from captionlib.train.common import (
 )
 from captionlib.train import UNITS
 from captionlib.train.checkpoint import load_checkpoint
-from captionlib.train.trainer import Trainer, get_device, set_seed
+from captionlib.train.trainer import Trainer, set_seed
+from captionlib.utils.distributed import init_distributed, rank_and_world
 
 
 def load_embedding(model, path: str, freeze: bool = False) -> None:
@@ -49,7 +50,8 @@ def load_embedding(model, path: str, freeze: bool = False) -> None:
 def xe_objective(model, batch):
     """Teacher-forced cross-entropy of a ``collate_captions`` batch, or of a
     ``collate_clip_captions`` batch (one encoder pass per clip, its embedding shared by all
-    the clip's captions); returns (loss, stats)."""
+    the clip's captions); returns (loss, stats): the mean over target tokens (eos
+    included), stats ``loss``, ``acc`` and ``num_units`` (the target tokens)."""
     dev = next(model.parameters()).device
     feats, lens, ys, ys_lens = (t.to(dev) for t in batch[:4])
     if len(batch) == 5:
@@ -61,7 +63,11 @@ def xe_objective(model, batch):
     with torch.no_grad():
         mask = targets != 0
         acc = ((logits.argmax(-1) == targets) & mask).sum().float() / mask.sum()
-    return loss, {"loss": loss.item(), "acc": acc.item()}
+    return loss, {"loss": loss.item(), "acc": acc.item(), "num_units": int(mask.sum())}
+
+
+#: the same random draws on every data-parallel rank (see captionlib.utils.distributed)
+xe_objective.row_sharded_randomness = True
 
 
 def train_xe(
@@ -91,6 +97,7 @@ def train_xe(
     max_len: int = 30,
     num_workers: int = 0,
     ngpu: int = 0,
+    amp: str = "none",
     seed: int = 0,
     init_param: Optional[str] = None,
     init_embedding: Optional[str] = None,
@@ -121,6 +128,10 @@ def train_xe(
         init_embedding: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
             token list (``caption_train_word2vec``), copied into the decoder's embedding
             (seed 000's CRNN-W); ``freeze_embedding`` keeps them fixed.
+        ngpu: 0 (CPU) or > 0 (CUDA); under ``torchrun`` one process per GPU, or per CPU
+            rank with gloo (see :mod:`captionlib.utils.distributed`); ``batch_size`` is
+            then the global batch.
+        amp: mixed precision on CUDA (``none``, ``bf16``, ``fp16``; see :class:`Trainer`).
         dry_run: build the model, log it, and return without training.
         config: resolved options written to ``config.yaml``.
 
@@ -137,7 +148,7 @@ def train_xe(
         raise ValueError(f"xe_unit must be caption or clip, got {xe_unit!r}")
     criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(seed)
-    device = get_device(ngpu)
+    device = init_distributed(ngpu)
     tokenizer = load_tokenizer(token_list)
     model_conf = {
         "vocab_size": tokenizer.vocab_size,
@@ -160,7 +171,7 @@ def train_xe(
         load_embedding(model, init_embedding, freeze_embedding)
     model.to(device)
     log_model(model)
-    if config is not None:
+    if config is not None and rank_and_world()[0] == 0:
         write_config(output_dir, config)
     if dry_run:
         return
@@ -190,4 +201,5 @@ def train_xe(
         log_interval=log_interval,
         device=device,
         extra_file_info={"bpe_proto": tokenizer.bpe_proto},
+        amp=amp,
     ).run()

@@ -8,7 +8,9 @@ its command line first with :func:`setup_logging` + :func:`get_commandline_args`
 
 import argparse
 import logging
+import os
 import shlex
+import socket
 import sys
 from typing import Any, Dict, Optional, Sequence
 
@@ -68,8 +70,19 @@ def get_commandline_args() -> str:
 
 
 def setup_logging(level: str = "INFO") -> None:
-    """Configure the root logger with the project-wide format (ESPnet's)."""
-    logging.basicConfig(level=getattr(logging, str(level).upper()), format=LOG_FORMAT, force=True)
+    """Configure the root logger with the project-wide format (ESPnet's).
+
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) every line starts with ``[<host>:rank R/W]``,
+    and ranks other than 0 log warnings and errors only (as ESPnet2 does).
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    fmt = LOG_FORMAT
+    if world > 1:
+        rank = int(os.environ.get("RANK", "0"))
+        fmt = f"[{socket.gethostname().split('.')[0]}:rank {rank}/{world}] {LOG_FORMAT}"
+        if rank > 0:
+            level = "WARNING"
+    logging.basicConfig(level=getattr(logging, str(level).upper()), format=fmt, force=True)
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -24,6 +24,8 @@ skip_data_prep=false # Skip data preparation stages (0-4).
 skip_train=false     # Skip training stages (5-7).
 skip_eval=false      # Skip decoding and evaluation stages (8-9).
 ngpu=                # The number of gpus ("0" uses cpu; empty: 1 if torch sees a GPU, else 0).
+nproc_per_node=      # Training processes per node (empty: ngpu when > 1, else 1); > 1: torchrun DDP.
+num_nodes=1          # The number of nodes for training (> 1: torchrun on a SLURM allocation).
 nj=4                 # The number of parallel jobs (feature dump).
 inference_nj=4       # The number of parallel jobs in decoding.
 python=python3       # Python command; binaries run as "${python} -m captionbin.<name>".
@@ -109,6 +111,10 @@ Options:
     --skip_train     # Skip training stages 5-7 (default="${skip_train}").
     --skip_eval      # Skip decoding and evaluation stages 8-9 (default="${skip_eval}").
     --ngpu           # The number of gpus; empty: autodetect 0/1 (default="${ngpu}").
+    --nproc_per_node # Training processes per node; empty: ngpu when > 1, else 1 (default="${nproc_per_node}").
+                     # More than one process (or node) runs stages 5-6 data-parallel through
+                     # utils/torchrun.sh: one rank per GPU, or CPU ranks (gloo) with --ngpu 0.
+    --num_nodes      # The number of nodes for training; > 1 needs cmd_backend=slurm (default="${num_nodes}").
     --nj             # The number of parallel jobs (default="${nj}").
     --inference_nj   # The number of parallel jobs in decoding (default="${inference_nj}").
     --python         # Python command (default="${python}").
@@ -228,15 +234,32 @@ if [ -n "${seeds}" ]; then
 fi
 # integer options, checked once here (a non-integer would make every stage test fail with
 # "integer expression expected" and the run exit 0 having done nothing)
-for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples diversity_nbest; do
+for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples diversity_nbest num_nodes; do
     case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
 done
 case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
+case "${nproc_per_node}" in *[!0-9]*|0) log "Error: --nproc_per_node must be an integer >= 1 (or empty), got '${nproc_per_node}'"; exit 2;; esac
+[ "${num_nodes}" -ge 1 ] || { log "Error: --num_nodes must be >= 1, got '${num_nodes}'"; exit 2; }
 case "${feats_type}" in logmel|cnn|import) ;; *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
     # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
     ngpu=$(python3 -c 'import torch; print(1 if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)
+fi
+if [ -z "${nproc_per_node}" ]; then
+    if [ "${ngpu}" -gt 1 ]; then nproc_per_node=${ngpu}; else nproc_per_node=1; fi
+fi
+if [ "${ngpu}" -gt 0 ] && [ "${nproc_per_node}" -gt 1 ] && [ "${nproc_per_node}" -ne "${ngpu}" ]; then
+    log "Error: --nproc_per_node ${nproc_per_node} with --ngpu ${ngpu}: GPU training runs one process per GPU"
+    exit 2
+fi
+# Stages 5-6: the training command runs as "${train_launcher} -m captionbin.<binary> ..."; more
+# than one process runs it data-parallel (torchrun; ranks split each global batch).
+train_launcher=${python}
+train_cmd_opts=
+if [ "${nproc_per_node}" -gt 1 ] || [ "${num_nodes}" -gt 1 ]; then
+    train_launcher="utils/torchrun.sh --python ${python} --nproc_per_node ${nproc_per_node} --num_nodes ${num_nodes}"
+    [ "${num_nodes}" -gt 1 ] && train_cmd_opts="--num_nodes ${num_nodes}"
 fi
 
 # Derived names (deterministic: from config names and overrides, never timestamps)
@@ -484,9 +507,9 @@ if ! "${skip_train}"; then
             log "Stage 5: XE training: ${_xe_exp} (log: ${_xe_exp}/train.log)"
             if [ "${_s}" = none ]; then write_run_sh "${_xe_exp}" --stage 5; else write_run_sh "${_xe_exp}" --stage 5 --seeds "${_s}"; fi
             keep_old_log "${_xe_exp}/train.log"
-            # shellcheck disable=SC2086
-            ${cuda_cmd} --gpu "${ngpu}" "${_xe_exp}/train.log" \
-                ${python} -m captionbin.caption_train --config "${xe_config}" \
+            # shellcheck disable=SC2086,SC2046  # word-split options
+            ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_xe_exp}/train.log" \
+                ${train_launcher} -m captionbin.caption_train --config "${xe_config}" \
                     --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
                     --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
                     --token_list "${token_list}" --feats_stats "${feats_stats}" \
@@ -507,9 +530,9 @@ if ! "${skip_train}"; then
                     write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}" --seeds "${_s}"
                 fi
                 keep_old_log "${_rl_exp}/train.log"
-                # shellcheck disable=SC2086
-                ${cuda_cmd} --gpu "${ngpu}" "${_rl_exp}/train.log" \
-                    ${python} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
+                # shellcheck disable=SC2086,SC2046  # word-split options
+                ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_rl_exp}/train.log" \
+                    ${train_launcher} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
                         --init_param "$(rl_init_of "${_s}")" \
                         --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
                         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \

@@ -142,6 +142,11 @@ def test_caption_sh_rejects_bad_usage():
     for opt, value in (("--stop_stage", "two"), ("--nj", "-1"), ("--ngpu", "one")):
         r = _run(["./run.sh", opt, value], cwd=d)
         assert r.returncode == 2 and f"{opt} must be an integer" in r.stdout + r.stderr, (opt, r.stdout + r.stderr)
+    for opt, value in (("--nproc_per_node", "0"), ("--num_nodes", "0")):
+        r = _run(["./run.sh", opt, value], cwd=d)
+        assert r.returncode == 2 and f"{opt} must be" in r.stdout + r.stderr, (opt, r.stdout + r.stderr)
+    r = _run(["./run.sh", "--ngpu", "2", "--nproc_per_node", "3"], cwd=d)
+    assert r.returncode == 2 and "GPU training runs one process per GPU" in r.stdout + r.stderr
     # Nothing is run past the last stage: only option parsing and derived names.
     r = _run(["./run.sh", "--stage", "100"], cwd=d)
     assert r.returncode == 0, r.stdout + r.stderr

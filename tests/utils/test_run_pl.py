@@ -146,6 +146,20 @@ def test_bad_usage(tmp_path, tool):
     assert r.rc != 0 and "--mem=4G" in r.err
     assert tool(["run.pl", "--bogus", "1", "log/x.log", "true"], cwd=tmp_path).rc != 0
     assert tool(["run.pl", "JOB=1:", "log/x.JOB.log", "true"], cwd=tmp_path).rc != 0
+    # one node only: a multi-node training job needs slurm.pl
+    assert tool(["run.pl", "--num_nodes", "1", "log/n.log", "true"], cwd=tmp_path).rc == 0
+    r = tool(["run.pl", "--num_nodes", "2", "log/n.log", "true"], cwd=tmp_path)
+    assert r.rc != 0 and "multi-node jobs need a cluster backend (slurm.pl)" in r.err
+
+
+def test_torchrun_sh_usage_and_multi_node_outside_slurm(tmp_path, tool):
+    r = tool(["torchrun.sh", "--help"], cwd=tmp_path)
+    assert r.rc == 0 and "torch.distributed.run" in r.out
+    assert "must be a positive integer" in tool(["torchrun.sh", "--nproc_per_node", "0", "-m", "x"], cwd=tmp_path).err
+    assert "no command given" in tool(["torchrun.sh", "--nproc_per_node", "2"], cwd=tmp_path).err
+    r = tool(["torchrun.sh", "--num_nodes", "2", "-m", "captionbin.caption_train"], cwd=tmp_path,
+             env={"SLURM_JOB_NODELIST": ""})
+    assert r.rc == 1 and "--num_nodes 2 needs a SLURM allocation of 2 nodes" in r.err
 
 
 def test_stdout_pl_echoes_output(tmp_path, tool):

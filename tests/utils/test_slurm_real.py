@@ -82,7 +82,8 @@ def test_success_and_the_option_mapping_of_conf_slurm_conf(cluster, tmp_path):
 
 def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     """egs/mini_clotho with cmd_backend=slurm: the feature dump (stage 2, a JOB array), a tiny XE
-    model (stage 5) and decoding (stage 8, a JOB array) all run as SLURM jobs."""
+    model (stage 5, two data-parallel CPU ranks under torchrun in one job) and decoding
+    (stage 8, a JOB array) all run as SLURM jobs."""
     ignore = shutil.ignore_patterns("data", "dump", "exp", "downloads", "RESULTS.md", "__pycache__")
     for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
@@ -90,7 +91,8 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     cmd_sh = d / "cmd.sh"
     cmd_sh.write_text(cmd_sh.read_text().replace("cmd_backend='local'", "cmd_backend='slurm'"))
     p = subprocess.Popen(["./run.sh", "--stop_stage", "8", "--rl_algo", "", "--word2vec", "false",
-                          "--ensemble_models", "", "--num_diversity_samples", "0", "--xe_args", "--max_epoch 2"],
+                          "--ensemble_models", "", "--num_diversity_samples", "0", "--xe_args", "--max_epoch 2",
+                          "--nproc_per_node", "2"],
                          cwd=d, env=_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
@@ -101,6 +103,8 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     assert p.returncode == 0, out[-6000:]
     dump_logs = sorted((d / "dump" / "logmel" / "train_development_validation").glob("log/dump_feats.*.log"))
     assert len(dump_logs) == 2 and all("as slurm job" in p.read_text() for p in dump_logs)
+    train_log = next(d.glob("exp/xe_*/train.log")).read_text()
+    assert "as slurm job" in train_log and "rank 0/2]" in train_log, train_log[-3000:]
     decode_logs = sorted(d.glob("exp/xe_*/decode_*/evaluation/log/decode.*.log"))
     assert decode_logs and all("as slurm job" in p.read_text() for p in decode_logs)
     assert (next(d.glob("exp/xe_*/decode_*/evaluation")) / "text").read_text().strip()

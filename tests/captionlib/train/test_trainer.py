@@ -126,3 +126,35 @@ def test_a_second_trainer_on_a_live_experiment_dir_stops(tmp_path):
     with exp_dir_lock(tmp_path) as lock:
         assert lock.read_text().split()[0] == str(os.getpid())
     assert not lock.exists()
+
+
+def _amp_trainer(tmp_path, amp, device="cpu", max_epoch=2):
+    torch.manual_seed(0)
+    model = Captioner(**CONF).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def batches(epoch):
+        return [tuple(t.to(device) for t in b) for b in _batches(epoch)]
+
+    return Trainer(model, opt, Objective(), batches, lambda m: {"cider_d": 0.1}, str(tmp_path), max_epoch,
+                   CONF, [str(i) for i in range(12)], device=torch.device(device), amp=amp)
+
+
+def test_amp_is_off_on_cpu_with_a_warning(tmp_path, caplog):
+    with pytest.raises(ValueError, match="amp must be one of none, bf16, fp16"):
+        _amp_trainer(tmp_path, "fp8")
+    caplog.set_level("WARNING")
+    hist = _amp_trainer(tmp_path / "bf16", "bf16").run()
+    assert "amp bf16 is for CUDA devices; training on cpu in float32" in caplog.text
+    assert [h["train_loss"] for h in hist] == [h["train_loss"] for h in _amp_trainer(tmp_path / "none", "none").run()]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="mixed precision needs a CUDA device (none visible)")
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_trains_and_resumes_on_cuda(tmp_path, amp):
+    hist = _amp_trainer(tmp_path, amp, "cuda", max_epoch=1).run()
+    assert torch.isfinite(torch.tensor(hist[0]["train_loss"]))
+    state = torch.load(tmp_path / "latest.pth", weights_only=False)
+    assert ("grad_scaler" in state) == (amp == "fp16")
+    hist = _amp_trainer(tmp_path, amp, "cuda", max_epoch=2).run()  # resumes epoch 2 (scaler state included)
+    assert [h["epoch"] for h in hist] == [1, 2] and hist[1]["train_loss"] < hist[0]["train_loss"] * 1.5

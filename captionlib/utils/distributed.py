@@ -1,0 +1,394 @@
+"""Data-parallel training over ``torchrun`` ranks, equal to one process on the global batch.
+
+``torchrun --nproc_per_node N -m captionbin.caption_train ...`` starts N ranks
+(``torch.distributed``: gloo on CPU, NCCL on GPUs). Each rank trains on its block of every
+global batch, and four rules make N ranks compute what one process computes on the whole
+batch, up to float summation order:
+
+1. **Blocks and padding.** Rank r gets a contiguous block of each global batch
+   (:func:`shard_batches`), padded to the global batch's longest item
+   (:func:`pad_to_global`), so its tensors are rows of the one-process tensors.
+2. **BatchNorm** statistics are summed over the ranks (:class:`BatchNorm2d`;
+   ``torch.nn.SyncBatchNorm`` refuses CPU tensors in torch 2.13).
+3. **Loss and gradients.** Each rank scales its loss by its share of the global count the
+   loss averages over (tokens for XE, clips for RL) and the gradients are summed
+   (:func:`all_reduce_gradients`): the sum is the gradient of the global-batch loss.
+4. **Randomness.** Inside :func:`row_sharded_randomness`, row-wise random draws (dropout
+   masks, SpecAugment bands, sampled tokens) are drawn for the global batch from the
+   shared generator, and each rank keeps its rows (:func:`rows_rand`, :class:`Dropout`).
+   All ranks start from the same seed and draw the same global tensors, so their
+   generators stay in step. Loops that draw until every row is done stop together
+   (:func:`all_ranks`). Objectives whose number of draws depends on their data (Monte-Carlo
+   rollouts, actor-critic reference picks) draw from a stream of their rank's own instead
+   (:func:`rank_random_stream`): they train data-parallel, but not equal to one process.
+
+Outside a ``torchrun`` launch (``WORLD_SIZE`` unset or 1) every function here is the plain
+one-process operation, so single-process results are unchanged.
+
+Reference for the launch protocol: PyTorch's ``torchrun`` (torch.distributed.run)
+environment variables ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT``.
+"""
+
+import contextlib
+import datetime
+import logging
+import os
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+#: How long a rank waits in a collective (e.g. while rank 0 validates) before failing.
+TIMEOUT = datetime.timedelta(hours=2)
+
+_ROWS = {"active": False}
+
+
+def launched_world_size() -> int:
+    """Ranks of this ``torchrun`` launch (``WORLD_SIZE``; 1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank_and_world() -> Tuple[int, int]:
+    """(rank, world size) of the initialised process group, (0, 1) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_distributed() -> bool:
+    """True when a process group of more than one rank is initialised."""
+    return rank_and_world()[1] > 1
+
+
+def init_distributed(ngpu: int) -> torch.device:
+    """Join the ``torchrun`` process group when launched with ``WORLD_SIZE`` > 1.
+
+    Args:
+        ngpu: 0: CPU ranks (gloo backend); > 0: one GPU per rank (NCCL), ``cuda:LOCAL_RANK``.
+
+    Returns:
+        The device of this rank (``cpu``, ``cuda`` or ``cuda:LOCAL_RANK``).
+
+    Raises:
+        RuntimeError: ``ngpu`` > 0 without a visible CUDA device, or fewer visible GPUs
+            than ranks on this node.
+    """
+    world = launched_world_size()
+    if ngpu > 0 and not torch.cuda.is_available():
+        raise RuntimeError(f"--ngpu {ngpu} but no CUDA device is visible")
+    if world <= 1:
+        return torch.device("cuda" if ngpu > 0 else "cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if ngpu > 0:
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA devices are visible")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if ngpu > 0 else "gloo", timeout=TIMEOUT)
+    logging.info("rank %d of %d (local rank %d) on %s", dist.get_rank(), world, local_rank, device)
+    return device
+
+
+def shard_batches(batches: Sequence[List[int]], rank: int, world_size: int) -> List[List[int]]:
+    """This rank's contiguous block of every global batch.
+
+    Blocks differ in size by at most one item, the larger ones first. A global batch with
+    fewer items than ranks would leave a rank idle (and its collectives unmatched), so it
+    joins the batch before it (the first batch: the one after it).
+
+    Args:
+        batches: global batches of item indices (e.g. :func:`captionlib.train.common.epoch_batches`).
+
+    Returns:
+        One index list per global batch (after merging), never empty.
+
+    Raises:
+        ValueError: fewer items in all batches together than ranks.
+    """
+    if world_size <= 1:
+        return [list(b) for b in batches]
+    merged: List[List[int]] = []
+    carry: List[int] = []
+    for b in batches:
+        b = carry + list(b)
+        carry = []
+        if len(b) < world_size:
+            if merged:
+                merged[-1] = merged[-1] + b
+            else:
+                carry = b
+            continue
+        merged.append(b)
+    if carry:
+        raise ValueError(f"{len(carry)} training items for {world_size} ranks: every rank needs an item per batch")
+    out = []
+    for b in merged:
+        size, extra = divmod(len(b), world_size)
+        start = rank * size + min(rank, extra)
+        out.append(b[start: start + size + (rank < extra)])
+    return out
+
+
+def _all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """In-place all-reduce; CPU tensors travel through the GPU under NCCL. Returns the result."""
+    if not t.is_cuda and dist.get_backend() == "nccl":
+        return _all_reduce(t.cuda(), op).cpu()
+    dist.all_reduce(t, op=op)
+    return t
+
+
+def pad_to_global(batch: Sequence[Any]) -> Tuple[Any, ...]:
+    """Zero-pad axis 1 of every tensor of 2 or more dims to its longest length over the ranks.
+
+    Collated batches hold padded (items, frames, dim) features and (items, length) token ids;
+    after this each rank's tensors are exactly rows of the one-process batch tensors, so
+    BatchNorm sums, dropout masks and teacher forcing see the same shapes. Padding is what
+    the collate functions pad with (zeros; token id 0). Identity without a process group.
+
+    Args:
+        batch: a collated batch (tuple of tensors and other objects).
+    """
+    if not is_distributed():
+        return tuple(batch)
+    idx = [i for i, x in enumerate(batch) if torch.is_tensor(x) and x.dim() >= 2]
+    if not idx:
+        return tuple(batch)
+    lengths = _all_reduce(torch.tensor([batch[i].size(1) for i in idx]), dist.ReduceOp.MAX).tolist()
+    out = list(batch)
+    for i, n in zip(idx, lengths):
+        x = out[i]
+        if x.size(1) < n:
+            pad = x.new_zeros((x.size(0), n - x.size(1)) + tuple(x.shape[2:]))
+            out[i] = torch.cat([x, pad], 1)
+    return tuple(out)
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """Sum over ranks whose gradient is the sum of the ranks' gradients (each rank
+    back-propagates only its own loss, and the global loss is the sum of them)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _all_reduce(x.clone())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_reduce(grad.clone())
+
+
+def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
+    """Differentiable sum of ``x`` over ranks (``x`` itself without a process group)."""
+    return _AllReduceSum.apply(x) if is_distributed() else x
+
+
+@contextlib.contextmanager
+def row_sharded_randomness(active: bool = True) -> Iterator[None]:
+    """Within the block, :func:`rows_rand`, :class:`Dropout` and :func:`all_ranks` act on
+    the global batch (a collective per call), so every rank makes the same sequence of calls.
+
+    The trainer enters it around the objectives that declare ``row_sharded_randomness``;
+    a no-op without a process group or with ``active`` false.
+    """
+    previous = _ROWS["active"]
+    _ROWS["active"] = bool(active) and is_distributed()
+    try:
+        yield
+    finally:
+        _ROWS["active"] = previous
+
+
+def _row_block(rows: int) -> Tuple[int, int]:
+    counts = torch.zeros(dist.get_world_size(), dtype=torch.long)
+    counts[dist.get_rank()] = rows
+    counts = _all_reduce(counts).tolist()
+    return sum(counts[: dist.get_rank()]), sum(counts)
+
+
+def rows_rand(rows: int, *shape: int, dtype: torch.dtype = torch.float32,
+              device: Any = None) -> torch.Tensor:
+    """``torch.rand(rows, *shape)``, or inside :func:`row_sharded_randomness` this rank's
+    rows of one draw for the rows of all ranks stacked in rank order (what one process
+    would draw for the global batch).
+
+    Args:
+        rows: this rank's rows (items, captions or samples of its block, in order).
+        shape: the trailing dims, equal on every rank.
+    """
+    if not _ROWS["active"]:
+        return torch.rand(rows, *shape, dtype=dtype, device=device)
+    offset, total = _row_block(rows)
+    return torch.rand(total, *shape, dtype=dtype, device=device)[offset: offset + rows]
+
+
+@contextlib.contextmanager
+def rank_random_stream(device: torch.device) -> Iterator[None]:
+    """For objectives without row-sharded draws: a random stream of this rank's own.
+
+    Seeds the generators with one number drawn from the shared generator plus the rank, and
+    restores them afterwards, so the shared generator advances alike on every rank (and
+    resumes), while ranks do not draw the same dropout masks and samples for their rows.
+    A no-op without a process group.
+    """
+    if not is_distributed():
+        yield
+        return
+    seed = int(torch.randint(2 ** 62, (1,)).item()) + dist.get_rank()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
+
+
+def all_ranks(flag: bool) -> bool:
+    """``flag`` and-ed over ranks inside :func:`row_sharded_randomness` (loops that draw
+    until every row is done must stop on every rank together); ``flag`` elsewhere."""
+    if not _ROWS["active"]:
+        return flag
+    return bool(_all_reduce(torch.tensor([int(flag)]), dist.ReduceOp.MIN).item())
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` whose mask, inside :func:`row_sharded_randomness`, is this rank's rows
+    of the mask one process would draw for the global batch (axis 0 = rows).
+
+    Same module, arguments and (empty) state as ``nn.Dropout``; outside the block it is
+    ``nn.Dropout``. The global mask is drawn as ``torch.nn.functional.dropout`` draws it on
+    CPU (``bernoulli_(1 - p)`` then ``/ (1 - p)``), so one rank equals plain dropout.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (_ROWS["active"] and self.training and self.p > 0):
+            return super().forward(x)
+        offset, total = _row_block(x.size(0))
+        if self.p >= 1:
+            return x * 0
+        # empty_like's memory layout (channels-last CNN activations), so the draws land where
+        # they land in one process's mask; axis 0 stays outermost in either layout
+        layout = (torch.channels_last if x.dim() == 4 and not x.is_contiguous()
+                  and x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format)
+        mask = torch.empty((total,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device, memory_format=layout)
+        mask = mask.bernoulli_(1 - self.p).div_(1 - self.p)
+        return x * mask[offset: offset + x.size(0)]
+
+
+class BatchNorm2d(nn.BatchNorm2d):
+    """``nn.BatchNorm2d`` whose training statistics, with a process group, are those of
+    the global batch: per-channel sums (then squared deviations) are summed over ranks with
+    autograd (``torch.nn.SyncBatchNorm`` works on GPUs only). Same parameters, buffers and
+    state-dict keys; without a process group or in eval mode it is ``nn.BatchNorm2d``.
+
+    Shapes: (batch, channels, height, width) in and out.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and is_distributed()):
+            return super().forward(x)
+        dims = (0, 2, 3)
+        count = all_reduce_sum(x.new_tensor(float(x.numel() // x.size(1))))
+        mean = all_reduce_sum(x.sum(dims)) / count
+        centred = x - mean[None, :, None, None]
+        var = all_reduce_sum(centred.pow(2).sum(dims)) / count
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                self.running_mean.mul_(1 - factor).add_(factor * mean.detach())
+                unbiased = var.detach() * count / max(float(count) - 1.0, 1.0)
+                self.running_var.mul_(1 - factor).add_(factor * unbiased)
+        y = centred * torch.rsqrt(var + self.eps)[None, :, None, None]
+        if self.affine:
+            y = y * self.weight[None, :, None, None] + self.bias[None, :, None, None]
+        return y
+
+
+def reduce_step(loss: torch.Tensor, stats: Dict[str, float], count: float) -> Tuple[torch.Tensor, Dict[str, float], bool]:
+    """Weight this rank's loss by its share of the global ``count`` and average the
+    statistics over ranks, weighted by ``count`` (one collective).
+
+    Args:
+        loss: scalar, this rank's mean over its ``count`` units (tokens, clips).
+        stats: this rank's statistics, each a mean over the same units.
+        count: this rank's units.
+
+    Returns:
+        (loss to back-propagate, global statistics, True when some rank's loss is not finite).
+        Without a process group: (loss, stats, not finite(loss)).
+    """
+    finite = bool(torch.isfinite(loss))
+    if not is_distributed():
+        return loss, stats, not finite
+    keys = sorted(stats)
+    vec = torch.tensor([count, float(not finite)] + [float(stats[k]) * count for k in keys], dtype=torch.float64)
+    vec = _all_reduce(vec).tolist()
+    total = vec[0]
+    return loss * (count / total), {k: v / total for k, v in zip(keys, vec[2:])}, vec[1] > 0
+
+
+def all_reduce_gradients(params: Sequence[nn.Parameter]) -> None:
+    """Sum the gradients of ``params`` over ranks, in one flat buffer.
+
+    A parameter without a gradient on every rank keeps none (as one process would leave
+    it); if some rank has one, the others count zeros. No-op without a process group.
+    """
+    if not is_distributed():
+        return
+    params = list(params)
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+    has = _all_reduce(has).tolist()
+    live = [p for p, h in zip(params, has) if h > 0]
+    if not live:
+        return
+    for p in live:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = _all_reduce(torch.cat([p.grad.reshape(-1) for p in live]))
+    offset = 0
+    for p in live:
+        n = p.numel()
+        p.grad.copy_(flat[offset: offset + n].view_as(p.grad))
+        offset += n
+
+
+def broadcast_state(module: nn.Module) -> None:
+    """Copy rank 0's parameters and buffers into ``module`` on every rank (no-op without
+    a process group)."""
+    if not is_distributed():
+        return
+    for t in module.state_dict().values():
+        if t.is_cuda or dist.get_backend() != "nccl":
+            dist.broadcast(t, src=0)
+        else:
+            t.copy_(_broadcast_via_cuda(t))
+
+
+def _broadcast_via_cuda(t: torch.Tensor) -> torch.Tensor:
+    c = t.cuda()
+    dist.broadcast(c, src=0)
+    return c.cpu()
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op without a process group)."""
+    if is_distributed():
+        dist.barrier()
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (``obj`` itself without a process group)."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def destroy() -> None:
+    """Leave the process group (no-op without one)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
