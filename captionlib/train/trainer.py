@@ -20,6 +20,7 @@ in the next collective. Resuming reads ``latest.pth`` on every rank.
 import contextlib
 import json
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -74,7 +75,8 @@ class Trainer:
             ``nn.Module`` (critic, learned baseline), its state is saved for resume too.
             ``loss`` and every stat are means over the same units; ``stats["num_units"]``
             (popped) says how many (e.g. target tokens), else the batch's items
-            (``len(batch[0])``): data-parallel ranks weight by it. An objective with a
+            (``len(batch[0])``): data-parallel ranks weight the loss and the stats by it
+            (a stat over other units, such as a per-token entropy, is then weighted wrongly). An objective with a
             true ``row_sharded_randomness`` attribute makes the same sequence of random
             draws on every rank and is run inside
             :func:`captionlib.utils.distributed.row_sharded_randomness`; any other draws
@@ -158,6 +160,9 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        if "cuda_rank" in state["rng"] and self.device.type == "cuda":
+            # data-parallel ranks draw in step: rank 0's generator state is every rank's
+            torch.cuda.set_rng_state(state["rng"]["cuda_rank"], self.device)
         logging.info("resumed from %s (epoch %d finished)", path, state["epoch"])
         return state["epoch"] + 1
 
@@ -200,6 +205,8 @@ class Trainer:
         }
         if torch.cuda.is_available():
             state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
+        if self.world_size > 1 and self.device.type == "cuda":
+            state["rng"]["cuda_rank"] = torch.cuda.get_rng_state(self.device)
         if isinstance(self.objective, nn.Module):
             state["objective"] = self.objective.state_dict()
         if self.scaler is not None:
@@ -232,8 +239,10 @@ class Trainer:
         own_stream = contextlib.nullcontext() if exact else dist_util.rank_random_stream(self.device)
         with dist_util.row_sharded_randomness(exact), own_stream, amp:
             loss, stats = self.objective(self.model, batch)
-        count = float(stats.pop("num_units", len(batch[0])))
-        loss, stats, nonfinite = dist_util.reduce_step(loss, stats, count)
+        count = stats.pop("num_units", None)
+        if count is None and self.world_size > 1:
+            count = len(batch[0])
+        loss, stats, nonfinite = dist_util.reduce_step(loss, stats, float(count or 0))
         if nonfinite:
             raise FloatingPointError(f"non-finite loss {loss.item()}" + (
                 f" (on some of the {self.world_size} ranks)" if self.world_size > 1 else ""))
@@ -244,7 +253,9 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if self.grad_clip > 0:
-            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
+            norm = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
+            if self.scaler is None or math.isfinite(norm):  # fp16 overflow: the scaler skips the step
+                stats["grad_norm"] = norm
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -256,6 +267,11 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         start = self._resume()
+        first = dist_util.broadcast_object(start)
+        if start != first:
+            raise RuntimeError(
+                f"rank {self.rank} resumes {self.output_dir} at epoch {start}, rank 0 at epoch {first}: "
+                "every node must see the same output dir (a shared file system)")
         for module in (self.model, self.objective):
             if isinstance(module, nn.Module):
                 dist_util.broadcast_state(module)  # rank 0's weights everywhere, as DDP does

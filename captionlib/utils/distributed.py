@@ -22,6 +22,11 @@ batch, up to float summation order:
    rollouts, actor-critic reference picks) draw from a stream of their rank's own instead
    (:func:`rank_random_stream`): they train data-parallel, but not equal to one process.
 
+Exceptions to the equality: a reward whose statistics come from the batch (``cider_d_batch``:
+each rank's IDF is its block's); statistics that are not means over the loss's units (the
+per-token ``entropy`` of RL objectives is weighted by clips); dropout on GPUs (see
+:class:`Dropout`); and a global batch with fewer items than ranks, merged into its neighbour.
+
 Outside a ``torchrun`` launch (``WORLD_SIZE`` unset or 1) every function here is the plain
 one-process operation, so single-process results are unchanged.
 
@@ -144,7 +149,7 @@ def _all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return t
 
 
-def pad_to_global(batch: Sequence[Any]) -> Tuple[Any, ...]:
+def pad_to_global(batch: Any) -> Any:
     """Zero-pad axis 1 of every tensor of 2 or more dims to its longest length over the ranks.
 
     Collated batches hold padded (items, frames, dim) features and (items, length) token ids;
@@ -153,13 +158,14 @@ def pad_to_global(batch: Sequence[Any]) -> Tuple[Any, ...]:
     the collate functions pad with (zeros; token id 0). Identity without a process group.
 
     Args:
-        batch: a collated batch (tuple of tensors and other objects).
+        batch: a collated batch (tuple of tensors and other objects); returned as it is
+            without a process group, else as a tuple.
     """
     if not is_distributed():
-        return tuple(batch)
+        return batch
     idx = [i for i, x in enumerate(batch) if torch.is_tensor(x) and x.dim() >= 2]
     if not idx:
-        return tuple(batch)
+        return batch
     lengths = _all_reduce(torch.tensor([batch[i].size(1) for i in idx]), dist.ReduceOp.MAX).tolist()
     out = list(batch)
     for i, n in zip(idx, lengths):
@@ -259,7 +265,9 @@ class Dropout(nn.Dropout):
 
     Same module, arguments and (empty) state as ``nn.Dropout``; outside the block it is
     ``nn.Dropout``. The global mask is drawn as ``torch.nn.functional.dropout`` draws it on
-    CPU (``bernoulli_(1 - p)`` then ``/ (1 - p)``), so one rank equals plain dropout.
+    CPU (``bernoulli_(1 - p)`` then ``/ (1 - p)``), so CPU ranks draw one CPU process's
+    masks. One CUDA process uses a fused dropout kernel with other draws, so GPU ranks
+    equal one GPU process in law only.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -283,16 +291,18 @@ class BatchNorm2d(nn.BatchNorm2d):
     autograd (``torch.nn.SyncBatchNorm`` works on GPUs only). Same parameters, buffers and
     state-dict keys; without a process group or in eval mode it is ``nn.BatchNorm2d``.
 
-    Shapes: (batch, channels, height, width) in and out.
+    Shapes: (batch, channels, height, width) in and out; the statistics are computed in
+    float32 whatever the input dtype (mixed precision), the output has the input's dtype.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.training and is_distributed()):
             return super().forward(x)
         dims = (0, 2, 3)
-        count = all_reduce_sum(x.new_tensor(float(x.numel() // x.size(1))))
-        mean = all_reduce_sum(x.sum(dims)) / count
-        centred = x - mean[None, :, None, None]
+        xf = x.float()  # statistics in float32, also under fp16/bf16 autocast (sums overflow fp16)
+        count = all_reduce_sum(xf.new_tensor(float(x.numel() // x.size(1))))
+        mean = all_reduce_sum(xf.sum(dims)) / count
+        centred = xf - mean[None, :, None, None]
         var = all_reduce_sum(centred.pow(2).sum(dims)) / count
         if self.track_running_stats:
             with torch.no_grad():
@@ -304,7 +314,7 @@ class BatchNorm2d(nn.BatchNorm2d):
         y = centred * torch.rsqrt(var + self.eps)[None, :, None, None]
         if self.affine:
             y = y * self.weight[None, :, None, None] + self.bias[None, :, None, None]
-        return y
+        return y.to(x.dtype)
 
 
 def reduce_step(loss: torch.Tensor, stats: Dict[str, float], count: float) -> Tuple[torch.Tensor, Dict[str, float], bool]:

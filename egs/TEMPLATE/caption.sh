@@ -258,7 +258,7 @@ fi
 train_launcher=${python}
 train_cmd_opts=
 if [ "${nproc_per_node}" -gt 1 ] || [ "${num_nodes}" -gt 1 ]; then
-    train_launcher="utils/torchrun.sh --python ${python} --nproc_per_node ${nproc_per_node} --num_nodes ${num_nodes}"
+    train_launcher="utils/torchrun.sh --nproc_per_node ${nproc_per_node} --num_nodes ${num_nodes} ${python}"
     [ "${num_nodes}" -gt 1 ] && train_cmd_opts="--num_nodes ${num_nodes}"
 fi
 

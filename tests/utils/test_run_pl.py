@@ -1,6 +1,7 @@
 """Tests for utils/run.pl and utils/stdout.pl (local job runner)."""
 
 import re
+import sys
 
 
 def check_log(text, command):
@@ -155,9 +156,14 @@ def test_bad_usage(tmp_path, tool):
 def test_torchrun_sh_usage_and_multi_node_outside_slurm(tmp_path, tool):
     r = tool(["torchrun.sh", "--help"], cwd=tmp_path)
     assert r.rc == 0 and "torch.distributed.run" in r.out
-    assert "must be a positive integer" in tool(["torchrun.sh", "--nproc_per_node", "0", "-m", "x"], cwd=tmp_path).err
-    assert "no command given" in tool(["torchrun.sh", "--nproc_per_node", "2"], cwd=tmp_path).err
-    r = tool(["torchrun.sh", "--num_nodes", "2", "-m", "captionbin.caption_train"], cwd=tmp_path,
+    assert "must be a positive integer" in tool(["torchrun.sh", "--nproc_per_node", "0", "python3", "-m", "x"],
+                                                cwd=tmp_path).err
+    assert "expected <python command...> -m <module>" in tool(["torchrun.sh", "--nproc_per_node", "2"], cwd=tmp_path).err
+    assert "--port needs a value" in tool(["torchrun.sh", "--port"], cwd=tmp_path).err
+    # a python command of several words ("env <python>") runs torchrun, whose one rank runs the module
+    r = tool(["torchrun.sh", "env", sys.executable, "-m", "json.tool", "--help"], cwd=tmp_path, timeout=300)
+    assert r.rc == 0 and "usage: python -m json.tool" in r.out + r.err, r
+    r = tool(["torchrun.sh", "--num_nodes", "2", "python3", "-m", "captionbin.caption_train"], cwd=tmp_path,
              env={"SLURM_JOB_NODELIST": ""})
     assert r.rc == 1 and "--num_nodes 2 needs a SLURM allocation of 2 nodes" in r.err
 

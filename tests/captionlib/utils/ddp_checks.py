@@ -51,6 +51,13 @@ def check_batchnorm():
     assert int(bn.num_batches_tracked) == 1
     bn.eval()  # eval mode: running statistics, no collective
     close(bn(x_loc.detach()), nn.BatchNorm2d.forward(bn, x_loc.detach()))
+    # half-precision input (autocast on GPUs): statistics in float32, so a count of 150k per
+    # channel and its sums do not overflow float16; the output keeps the input's dtype
+    big = torch.randn(5, 2, 150, 200) * 2 + 3
+    ref = nn.BatchNorm2d(2)(big)
+    out = du.BatchNorm2d(2)(big[BLOCK].half())
+    assert out.dtype == torch.float16
+    close(out.float(), ref[BLOCK].detach(), tol=1e-2)
 
 
 def check_random_draws():
