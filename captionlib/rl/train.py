@@ -23,7 +23,7 @@ from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import best_criteria, clip_validation, epoch_loader, log_model, write_config
 from captionlib.train.trainer import Trainer, set_seed
-from captionlib.utils.distributed import init_distributed, rank_and_world
+from captionlib.utils.distributed import init_distributed
 
 
 
@@ -203,7 +203,7 @@ def train_rl(
         model.freeze_encoder = True  # also keeps its BatchNorm statistics and dropout fixed
         logging.info("the encoder is frozen")
     log_model(model)
-    if config is not None and rank_and_world()[0] == 0:
+    if config is not None:
         write_config(output_dir, config)
     if dry_run:
         return

@@ -237,10 +237,12 @@ def log_model(model: torch.nn.Module) -> None:
 
 
 def write_config(output_dir: str, config: Dict[str, Any]) -> None:
-    """Write the resolved options to ``<output_dir>/config.yaml``."""
+    """Write the resolved options to ``<output_dir>/config.yaml`` (rank 0 alone under torchrun)."""
     import yaml
 
     from captionlib.train.checkpoint import atomic_write_text
 
+    if rank_and_world()[0] > 0:
+        return
     atomic_write_text(Path(output_dir) / "config.yaml", yaml.safe_dump(config, sort_keys=False))
 

@@ -130,6 +130,7 @@ class Trainer:
         self.amp_dtype = AMP_MODES[amp]
         self.scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
         self.rank, self.world_size = dist_util.rank_and_world()
+        self.row_sharded = bool(getattr(objective, "row_sharded_randomness", False))
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.train_loader, self.validate = train_loader, validate
         self.output_dir = Path(output_dir)
@@ -234,10 +235,9 @@ class Trainer:
     def _step(self, batch: Any) -> Dict[str, float]:
         """One update on this rank's block of a global batch; returns the global stats."""
         batch = dist_util.pad_to_global(batch)
-        exact = bool(getattr(self.objective, "row_sharded_randomness", False))
         amp = torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else contextlib.nullcontext()
-        own_stream = contextlib.nullcontext() if exact else dist_util.rank_random_stream(self.device)
-        with dist_util.row_sharded_randomness(exact), own_stream, amp:
+        own_stream = contextlib.nullcontext() if self.row_sharded else dist_util.rank_random_stream(self.device)
+        with dist_util.row_sharded_randomness(self.row_sharded), own_stream, amp:
             loss, stats = self.objective(self.model, batch)
         count = stats.pop("num_units", None)
         if count is None and self.world_size > 1:

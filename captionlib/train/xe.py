@@ -26,7 +26,7 @@ from captionlib.train.common import (
 from captionlib.train import UNITS
 from captionlib.train.checkpoint import load_checkpoint
 from captionlib.train.trainer import Trainer, set_seed
-from captionlib.utils.distributed import init_distributed, rank_and_world
+from captionlib.utils.distributed import init_distributed
 
 
 def load_embedding(model, path: str, freeze: bool = False) -> None:
@@ -171,7 +171,7 @@ def train_xe(
         load_embedding(model, init_embedding, freeze_embedding)
     model.to(device)
     log_model(model)
-    if config is not None and rank_and_world()[0] == 0:
+    if config is not None:
         write_config(output_dir, config)
     if dry_run:
         return

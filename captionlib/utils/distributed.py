@@ -141,12 +141,18 @@ def shard_batches(batches: Sequence[List[int]], rank: int, world_size: int) -> L
     return out
 
 
-def _all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
-    """In-place all-reduce; CPU tensors travel through the GPU under NCCL. Returns the result."""
+def _collective(fn, t: torch.Tensor) -> torch.Tensor:
+    """Run the in-place collective ``fn(t)``; CPU tensors travel through the GPU under NCCL.
+    Returns the result (``t`` itself, or a new CPU tensor)."""
     if not t.is_cuda and dist.get_backend() == "nccl":
-        return _all_reduce(t.cuda(), op).cpu()
-    dist.all_reduce(t, op=op)
+        return _collective(fn, t.cuda()).cpu()
+    fn(t)
     return t
+
+
+def _all_reduce(t: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """All-reduce of ``t`` (see :func:`_collective`); returns the result."""
+    return _collective(lambda x: dist.all_reduce(x, op=op), t)
 
 
 def pad_to_global(batch: Any) -> Any:
@@ -210,11 +216,14 @@ def row_sharded_randomness(active: bool = True) -> Iterator[None]:
         _ROWS["active"] = previous
 
 
-def _row_block(rows: int) -> Tuple[int, int]:
+def _my_rows(rows: int, draw) -> torch.Tensor:
+    """``draw(total)`` for the rows of all ranks stacked in rank order, sliced to this
+    rank's ``rows`` (one all-reduce of the row counts)."""
     counts = torch.zeros(dist.get_world_size(), dtype=torch.long)
     counts[dist.get_rank()] = rows
     counts = _all_reduce(counts).tolist()
-    return sum(counts[: dist.get_rank()]), sum(counts)
+    offset = sum(counts[: dist.get_rank()])
+    return draw(sum(counts))[offset: offset + rows]
 
 
 def rows_rand(rows: int, *shape: int, dtype: torch.dtype = torch.float32,
@@ -229,8 +238,7 @@ def rows_rand(rows: int, *shape: int, dtype: torch.dtype = torch.float32,
     """
     if not _ROWS["active"]:
         return torch.rand(rows, *shape, dtype=dtype, device=device)
-    offset, total = _row_block(rows)
-    return torch.rand(total, *shape, dtype=dtype, device=device)[offset: offset + rows]
+    return _my_rows(rows, lambda total: torch.rand(total, *shape, dtype=dtype, device=device))
 
 
 @contextlib.contextmanager
@@ -273,16 +281,18 @@ class Dropout(nn.Dropout):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (_ROWS["active"] and self.training and self.p > 0):
             return super().forward(x)
-        offset, total = _row_block(x.size(0))
         if self.p >= 1:
             return x * 0
         # empty_like's memory layout (channels-last CNN activations), so the draws land where
         # they land in one process's mask; axis 0 stays outermost in either layout
         layout = (torch.channels_last if x.dim() == 4 and not x.is_contiguous()
                   and x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format)
-        mask = torch.empty((total,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device, memory_format=layout)
-        mask = mask.bernoulli_(1 - self.p).div_(1 - self.p)
-        return x * mask[offset: offset + x.size(0)]
+
+        def mask(total: int) -> torch.Tensor:
+            m = torch.empty((total,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device, memory_format=layout)
+            return m.bernoulli_(1 - self.p).div_(1 - self.p)
+
+        return x * _my_rows(x.size(0), mask)
 
 
 class BatchNorm2d(nn.BatchNorm2d):
@@ -300,7 +310,7 @@ class BatchNorm2d(nn.BatchNorm2d):
             return super().forward(x)
         dims = (0, 2, 3)
         xf = x.float()  # statistics in float32, also under fp16/bf16 autocast (sums overflow fp16)
-        count = all_reduce_sum(xf.new_tensor(float(x.numel() // x.size(1))))
+        count = _all_reduce(xf.new_tensor(float(x.numel() // x.size(1))))
         mean = all_reduce_sum(xf.sum(dims)) / count
         centred = xf - mean[None, :, None, None]
         var = all_reduce_sum(centred.pow(2).sum(dims)) / count
@@ -371,16 +381,9 @@ def broadcast_state(module: nn.Module) -> None:
     if not is_distributed():
         return
     for t in module.state_dict().values():
-        if t.is_cuda or dist.get_backend() != "nccl":
-            dist.broadcast(t, src=0)
-        else:
-            t.copy_(_broadcast_via_cuda(t))
-
-
-def _broadcast_via_cuda(t: torch.Tensor) -> torch.Tensor:
-    c = t.cuda()
-    dist.broadcast(c, src=0)
-    return c.cpu()
+        out = _collective(lambda x: dist.broadcast(x, src=0), t)
+        if out is not t:
+            t.copy_(out)
 
 
 def barrier() -> None:
