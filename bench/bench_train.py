@@ -10,7 +10,8 @@ an option:
 
 * XE, SCST and REINFORCE+ (5 samples) updates;
 * the encoder: the packed BiGRU (``encoder_conf: {bigru: packed}``) against the split one;
-  eval-mode encoding of a batch at once against chunks (``captioner.EVAL_CHUNK``);
+  eval-mode encoding of a batch at once against chunks (``captioner.EVAL_CHUNK``: chunks on
+  CPU, one call on a GPU);
 * padded (``batch_type: random``) against length-bucketed (``bucket``) batches: the mean
   padded length of each schedule over a full Clotho epoch, and an update at that length;
 * the SCST greedy baseline: a second encoder pass (``baseline_encoding: separate``) against
@@ -23,8 +24,12 @@ It prints the arithmetic lower bound of the XE update (its FLOPs from
 measured here) and the projected wall time of a full Clotho run (25 XE + 25 SCST epochs
 with validation every epoch), old and new.
 
+On a GPU (``--device cuda``) every timing synchronises the device before reading the
+clock, the bound uses the GPU's float32 ``torch.mm`` rate (TF32 off, PyTorch's default), and
+the peak GPU memory is printed beside the host's RSS.
+
 Usage:
-    python bench/bench_train.py [--num_threads N] [--reps 2] [--markdown]
+    python bench/bench_train.py [--num_threads N] [--reps 2] [--device cuda] [--skip_dump]
 """
 
 import argparse
@@ -76,7 +81,17 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm_up_steps", type=int, default=100,
                    help="decoder-only steps on the real captions before measuring (realistic caption lengths)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="torch device of the model and batches (cpu, cuda, cuda:N)")
     return p
+
+
+DEVICE = torch.device("cpu")
+
+
+def sync() -> None:
+    """Wait for queued GPU work (no-op on CPU), so that a host clock reads the work's end."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 def timed(fn, reps: int) -> float:
@@ -84,8 +99,10 @@ def timed(fn, reps: int) -> float:
     fn()
     times = []
     for _ in range(reps):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.mean(times)
 
@@ -99,8 +116,10 @@ def timed_round_robin(fns, reps: int):
     times = {name: [] for name in fns}
     for _ in range(reps):
         for name, fn in fns.items():
+            sync()
             t0 = time.perf_counter()
             fn()
+            sync()
             times[name].append(time.perf_counter() - t0)
     return {name: statistics.mean(t) for name, t in times.items()}
 
@@ -156,6 +175,7 @@ class Setup:
         torch.manual_seed(args.seed)
         self.model = Captioner(self.tok.vocab_size, n_mels=64)
         self.model.set_normalization(self.stream.mean(0), self.stream.std(0))
+        self.model.to(DEVICE)
 
     def padded_frames(self, batch) -> int:
         """Frames of a batch of caption indices padded to its longest clip."""
@@ -169,7 +189,8 @@ class Setup:
         feats, lens = pad_feats([tile(self.stream, int(self.clip_frames[c]), 7919 * c) for c in clip_idx])
         ids = [self.tok.text2ids(" ".join(self.caps[c % len(self.caps)][i % CAPTIONS_PER_CLIP])) for c, i in zip(clip_idx, best)]
         ys, ys_lens = pad_ids([np.asarray(x, dtype=np.int64) for x in ids])
-        return [f"clip{c % len(self.caps)}" for c in clip_idx], feats, lens, ys, ys_lens
+        clips = [f"clip{c % len(self.caps)}" for c in clip_idx]
+        return (clips, *(x.to(DEVICE) for x in (feats, lens, ys, ys_lens)))
 
 
 def xe_update(model, opt, feats, lens, ys, ys_lens):
@@ -204,8 +225,8 @@ def warm_up_decoder(setup, steps: int, seed: int) -> float:
         picks = rng.integers(0, len(setup.caps), size=64)
         ids = [np.asarray(setup.tok.text2ids(" ".join(setup.caps[c][c % CAPTIONS_PER_CLIP])), dtype=np.int64)
                for c in picks]
-        ys, ys_lens = pad_ids(ids)
-        v = bank[torch.as_tensor(picks % len(bank))]
+        ys, ys_lens = (x.to(DEVICE) for x in pad_ids(ids))
+        v = bank[torch.as_tensor(picks % len(bank), device=DEVICE)]
         loss = xe_loss(model.decoder.forward_teacher(v, ys), xe_targets(ys, ys_lens, model.eos_id))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -219,8 +240,8 @@ def set_bigru(model, impl: str) -> None:
 
 
 def mm_flops_per_s(reps: int) -> float:
-    """This machine's float32 ``torch.mm`` throughput (FLOP/s) on 2048 x 2048 matrices."""
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    """This device's float32 ``torch.mm`` throughput (FLOP/s) on 2048 x 2048 matrices."""
+    a, b = torch.randn(2048, 2048, device=DEVICE), torch.randn(2048, 2048, device=DEVICE)
     return 2 * 2048 ** 3 / timed(lambda: torch.mm(a, b), max(reps, 3))
 
 
@@ -237,12 +258,18 @@ def xe_flops(model, feats, lens, ys, ys_lens) -> float:
 
 def main(argv=None) -> None:
     """Run the benchmark and print its table."""
+    global DEVICE
     args = get_parser().parse_args(argv)
+    DEVICE = torch.device(args.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: no CUDA device is visible")
     torch.set_num_threads(args.num_threads)
     t_start = time.time()
     s = Setup(args)
     model, reps = s.model, args.reps
-    print(f"# bench_train: torch {torch.__version__}, {args.num_threads} threads, {os.cpu_count()} CPUs")
+    gpu = f", {torch.cuda.get_device_name(DEVICE)}" if DEVICE.type == "cuda" else ""
+    print(f"# bench_train: torch {torch.__version__}, {args.num_threads} threads, {os.cpu_count()} CPUs, "
+          f"device {DEVICE}{gpu}")
     print(f"real features: {s.num_wavs} clotho_subset WAVs, {len(s.stream)} frames; vocabulary {s.tok.vocab_size}; "
           f"model {sum(p.numel() for p in model.parameters())} parameters")
     for k in ("random", "bucket"):
@@ -294,7 +321,7 @@ def main(argv=None) -> None:
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
     # the BiGRU alone, forward + backward on the encoder's real input shapes
-    x = torch.randn(feats_r.size(0), feats_r.size(1) // 4, model.encoder.rnn.input_size)
+    x = torch.randn(feats_r.size(0), feats_r.size(1) // 4, model.encoder.rnn.input_size, device=DEVICE)
     glens = (lens_r // 4).clamp(min=1, max=x.size(1))
 
     def bigru_step(impl):
@@ -310,18 +337,23 @@ def main(argv=None) -> None:
     # eval mode: encoding, search, teacher forcing
     model.eval()
     with torch.no_grad():
-        chunk = captioner_module.EVAL_CHUNK
+        default_chunks = captioner_module.EVAL_CHUNK  # {device type: clips per call}
+        chunk = default_chunks.get("cpu", 8)
 
-        def encode_whole():
-            captioner_module.EVAL_CHUNK = 10 ** 9
-            model.encode(feats_r, lens_r)
-            captioner_module.EVAL_CHUNK = chunk
+        def encode_with(chunks):
+            def run():
+                captioner_module.EVAL_CHUNK = chunks
+                try:
+                    model.encode(feats_r, lens_r)
+                finally:
+                    captioner_module.EVAL_CHUNK = default_chunks
+            return run
 
         v = model.encode(feats_r, lens_r)
         ys5 = ys_r.repeat(CAPTIONS_PER_CLIP, 1)
         t = timed_round_robin({
-            "enc_whole": encode_whole,
-            "enc_chunks": lambda: model.encode(feats_r, lens_r),
+            "enc_whole": encode_with({}),
+            "enc_chunks": encode_with({DEVICE.type: chunk}),
             "greedy": lambda: greedy_search(model, v, 30),
             "beam": lambda: beam_search(model, v, 5, 30),
             "beam_per_clip": lambda: [beam_search(model, v[i: i + 1], 5, 30) for i in range(v.size(0))],
@@ -332,7 +364,14 @@ def main(argv=None) -> None:
         per_clip_t, tf_32, tf_160 = t["beam_per_clip"], t["tf_32"], t["tf_160"]
         rows.append(("eval encoding, padded batch", "one call", enc_whole, f"chunks of {chunk}", enc_chunks))
         rows.append(("beam 5, search only", "per-clip loop", per_clip_t, "batched", beam_t))
+        # the default of this device type: chunks on CPU, one call on a GPU
+        enc_default = enc_chunks if default_chunks.get(DEVICE.type) else enc_whole
+        batched = beam_search(model, v, 5, 30)
+        alone = [beam_search(model, v[i: i + 1], 5, 30)[0] for i in range(v.size(0))]
+        same = sum(a.numel() <= b.numel() and torch.equal(a, b[: a.numel()]) and not b[a.numel():].any()
+                   for a, b in zip(alone, batched))
         lengths = (greedy_search(model, v, 30) != 0).sum(1).float()
+    print(f"beam 5: batched and per-clip outputs identical for {same}/{len(alone)} clips")
     print(f"greedy captions: {lengths.mean():.1f} tokens (min {lengths.min():.0f}, max {lengths.max():.0f})")
 
     # the arithmetic bound of the XE update
@@ -361,7 +400,9 @@ def main(argv=None) -> None:
     bound = flops / mm
     print(f"XE update bound: {flops / 1e9:.0f} GFLOP / {mm / 1e9:.0f} GFLOP/s (torch.mm 2048^2) = {bound:.2f} s; "
           f"measured {xe_split:.2f} s = {xe_split / bound:.2f}x the bound (padded batch, split BiGRU)")
-    print(f"peak RSS after the XE and RL updates: {peak_gib:.2f} GiB")
+    gpu_peak = (f"; peak GPU memory allocated {torch.cuda.max_memory_allocated(DEVICE) / 2 ** 30:.2f} GiB"
+                if DEVICE.type == "cuda" else "")
+    print(f"peak RSS after the XE and RL updates: {peak_gib:.2f} GiB{gpu_peak}")
 
     # projection: 25 XE + 25 SCST epochs of full Clotho, validation on 1045 clips each epoch
     nb = s.batch_size
@@ -372,8 +413,8 @@ def main(argv=None) -> None:
     # old: each validation caption encoded with teacher forcing, then every clip encoded
     # again (one call per batch) for the greedy decode; new: one chunked pass per clip
     valid_old = valid_caption_batches * tf_32 + valid_batches * (enc_whole + greedy_t)
-    valid_new = valid_batches * (enc_chunks + greedy_t + tf_160)
-    valid_rl_old, valid_rl_new = valid_batches * (enc_whole + greedy_t), valid_batches * (enc_chunks + greedy_t)
+    valid_new = valid_batches * (enc_default + greedy_t + tf_160)
+    valid_rl_old, valid_rl_new = valid_batches * (enc_whole + greedy_t), valid_batches * (enc_default + greedy_t)
     old_h = (EPOCHS_XE * (xe_batches * xe_old + valid_old) + EPOCHS_RL * (rl_batches * scst_old + valid_rl_old)) / 3600
     new_h = (EPOCHS_XE * (xe_batches * xe_new + valid_new) + EPOCHS_RL * (rl_batches * scst_bucket + valid_rl_new)) / 3600
     print(f"projected full Clotho ({CLOTHO_DEV_CLIPS} clips x {CAPTIONS_PER_CLIP} captions, "

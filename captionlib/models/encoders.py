@@ -63,6 +63,16 @@ def reverse_within_lengths(lengths: torch.Tensor, frames: int) -> torch.Tensor:
     return torch.where(t < lengths[:, None], lengths[:, None] - 1 - t, t)
 
 
+class _DirectionGRU(nn.GRU):
+    """A unidirectional ``nn.GRU`` run (``functional_call``) with one direction's weights of a
+    :class:`BatchIndependentBiGRU`. On CUDA, ``nn.GRU`` re-homes new weights into a flat
+    buffer of its own (``flatten_parameters``) on every call with other weights; here that
+    would move the owner's parameters out of the owner's flat cuDNN buffer, so it is off."""
+
+    def flatten_parameters(self) -> None:
+        """No-op: the weights belong to (and are flattened by) the bidirectional owner."""
+
+
 class BatchIndependentBiGRU(nn.GRU):
     """One-layer bidirectional GRU over padded batches whose outputs do not depend on the
     padding, without packing.
@@ -91,7 +101,7 @@ class BatchIndependentBiGRU(nn.GRU):
         self.impl = impl
         # a unidirectional template run with either direction's weights (not a submodule:
         # its own parameters are never used, and the state-dict keys stay nn.GRU's)
-        object.__setattr__(self, "_direction", nn.GRU(input_size, hidden_size, batch_first=True))
+        object.__setattr__(self, "_direction", _DirectionGRU(input_size, hidden_size, batch_first=True))
 
     def _run(self, x: torch.Tensor, suffix: str) -> torch.Tensor:
         weights = {name: getattr(self, name + suffix) for name in _GRU_WEIGHTS}

@@ -15,5 +15,6 @@ def test_bench_train_prints_its_table_bound_and_projection():
     assert out.returncode == 0, out.stderr[-3000:]
     for needle in ("| XE update, padded batch | packed BiGRU |", "| beam 5, search only | per-clip loop |",
                    "| SCST update, padded batch | separate baseline encoding |",
-                   "XE update bound:", "projected full Clotho"):
+                   "XE update bound:", "projected full Clotho",
+                   "beam 5: batched and per-clip outputs identical for 4/4 clips"):
         assert needle in out.stdout, (needle, out.stdout)

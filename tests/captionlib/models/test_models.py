@@ -71,6 +71,37 @@ def test_split_bigru_matches_the_packed_one_with_the_same_state_dict():
         BatchIndependentBiGRU(16, 8, impl="cudnn")
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
+
+
+@CUDA
+def test_split_bigru_leaves_the_cudnn_flat_buffer_whole():
+    # nn.GRU re-homes new weights into a flat buffer of its own on every call; the split
+    # BiGRU's direction template must not, or the bidirectional buffer falls apart
+    torch.manual_seed(0)
+    gru = BatchIndependentBiGRU(16, 8).cuda()
+
+    def storages():
+        return {w.untyped_storage().data_ptr() for w in gru._flat_weights}
+
+    before = storages()
+    x, lens = torch.randn(3, 10, 16, device="cuda"), torch.tensor([10, 7, 5], device="cuda")
+    gru(x, lens).sum().backward()
+    assert len(before) == 1 and storages() == before
+    assert all(torch.isfinite(p.grad).all() for p in gru.parameters())
+
+
+@pytest.mark.parametrize("device, calls", [("cpu", 3), pytest.param("cuda", 1, marks=CUDA)])
+def test_eval_encoding_is_chunked_on_cpu_only(device, calls, monkeypatch):
+    torch.manual_seed(0)
+    model = Captioner(10).to(device).eval()
+    seen, forward = [], model.encoder.forward
+    monkeypatch.setattr(model.encoder, "forward", lambda *a: seen.append(a[0].size(0)) or forward(*a))
+    with torch.no_grad():
+        v = model.encode(torch.randn(20, 64, 64, device=device), torch.full((20,), 64, device=device))
+    assert len(seen) == calls and sum(seen) == 20 and v.shape == (20, 256)
+
+
 def test_rejects_mel_count_not_divisible_by_64():
     with pytest.raises(ValueError, match="divisible by 64"):
         CRNNEncoder(40)

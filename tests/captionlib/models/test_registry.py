@@ -60,7 +60,7 @@ def test_registry_names():
 @pytest.mark.parametrize("name", sorted(COMBOS))
 @torch.no_grad()
 def test_batched_encoding_and_decoding_equal_each_clip_alone(name):
-    # 11 clips > EVAL_CHUNK: the chunked eval encoding (memory padded per chunk) is covered too
+    # 11 clips > EVAL_CHUNK["cpu"]: the chunked eval encoding (memory padded per chunk) is covered too
     m = _model(name)
     feats, lens = _feats()
     v = m.encode(feats, lens)

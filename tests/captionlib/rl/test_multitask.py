@@ -154,7 +154,7 @@ def test_time_pooled_cnn_features_share_the_encoder_pass():
     # a clip's features do not depend on its batch-mates' padding
     _, alone = model.encode(feats[2:, :13], lens[2:], return_cnn=True)
     assert torch.allclose(cnn[2:], alone, atol=1e-5)
-    # eval-mode chunking (more than EVAL_CHUNK clips) gives the same pairs
+    # eval-mode chunking (more than EVAL_CHUNK["cpu"] clips) gives the same pairs
     big = torch.randn(10, 24, 64)
     big_lens = torch.tensor([24, 20, 16, 12, 8, 24, 20, 16, 12, 8])
     vb, cb = model.encode(big, big_lens, return_cnn=True)
