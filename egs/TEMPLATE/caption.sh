@@ -70,6 +70,7 @@ nbest_average=0 # Average the N best checkpoints by valid CIDEr-D (stage 7 runs 
 decode_tag=    # Suffix of the decode directory (empty: derived from config, args and model).
 decode_config= # Config for decoding (e.g. conf/decode.yaml).
 decode_args=   # Extra arguments for caption_decode, e.g. "--beam_size 3".
+gpu_inference=false # Decode on a GPU: each of the --inference_nj jobs runs with --ngpu 1 under ${cuda_cmd}.
 inference_model=valid.cider_d.best.pth # Model file (in the model dir) used for decoding.
 xe_inference_model= # Model file of the XE dirs: RL init (stage 6), XE decodes and ensemble members; empty: ${inference_model}.
 num_diversity_samples=5 # Sampled captions per clip for Div-1/Div-2/mBLEU-4 and CIDEr-D (samples) (seed 001); 0: none.
@@ -161,6 +162,7 @@ Options:
     --decode_tag      # Suffix of the decode directory (default="${decode_tag}").
     --decode_config   # Config for decoding, required (default="${decode_config}").
     --decode_args     # Extra arguments for caption_decode (default="${decode_args}").
+    --gpu_inference   # Decode on a GPU (one per job, under \${cuda_cmd}) (default="${gpu_inference}").
     --inference_model # Model file used for decoding (default="${inference_model}").
     --xe_inference_model # Model file of the XE dirs for RL init, XE decodes and ensembles; empty: --inference_model
                          # (seed 000 selects XE models by BLEU-4: valid.bleu_4.best.pth) (default="${xe_inference_model}").
@@ -220,6 +222,7 @@ case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 case "${word2vec}" in true|false) ;; *) log "Error: --word2vec must be true or false, got '${word2vec}'"; exit 2;; esac
 case "${corpus_prior}" in true|false) ;; *) log "Error: --corpus_prior must be true or false, got '${corpus_prior}'"; exit 2;; esac
+case "${gpu_inference}" in true|false) ;; *) log "Error: --gpu_inference must be true or false, got '${gpu_inference}'"; exit 2;; esac
 for _s in ${seeds}; do
     case "${_s}" in *[!0-9]*) log "Error: --seeds must be integers >= 0, got '${seeds}'"; exit 2;; esac
 done
@@ -559,11 +562,18 @@ if ! "${skip_eval}"; then
             mkdir -p "${_e%%|*}"
             tr ',' '\n' <<< "${_e#*|}" > "${_e%%|*}/models.txt"
         done
+        if "${gpu_inference}"; then
+            _cmd="${cuda_cmd} --gpu 1"
+            _ngpu=1
+        else
+            _cmd=${decode_cmd}
+            _ngpu=0
+        fi
         for _job in "${decodes[@]}"; do
             IFS='|' read -r _models _ddir _sets <<< "${_job}"
             for dset in ${_sets}; do
                 log "Stage 8: Decoding ${dset} with ${_models//,/ }: ${_ddir}/${dset}"
-                scripts/decode.sh --cmd "${decode_cmd}" --nj "${inference_nj}" --python "${python}" \
+                scripts/decode.sh --cmd "${_cmd}" --ngpu "${_ngpu}" --nj "${inference_nj}" --python "${python}" \
                     --decode_config "${decode_config}" --decode_args "${decode_args}" \
                     --num_diversity_samples "${num_diversity_samples}" --nbest "${diversity_nbest}" \
                     "${_models}" "${dumpdir}/${feats_tag}/${dset}" "${_ddir}/${dset}"

@@ -14,8 +14,8 @@
 # option to sbatch options through conf/slurm.conf, the only place for site specifics.
 #
 # train_cmd: CPU jobs (feature dump, statistics, scoring)
-# cuda_cmd:  training (caption.sh adds "--gpu ${ngpu}")
-# decode_cmd: decoding jobs
+# cuda_cmd:  training (caption.sh adds "--gpu ${ngpu}") and, with --gpu_inference true, decoding ("--gpu 1")
+# decode_cmd: decoding jobs on the CPU
 #
 # This file is identical in every recipe (CI compares it with egs/TEMPLATE/cmd.sh): change
 # cmd_backend locally, do not commit a site backend.

@@ -359,6 +359,17 @@ def test_mini_clotho_end_to_end(tmp_path):
     # every XE model file is written whatever the selection criterion
     assert all((xe_dir / f"valid.{m}.best.pth").is_file() for m in ("cider_d", "bleu_4", "loss"))
 
+    # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
+    # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error
+    r = _run(["./run.sh", "--stage", "8", "--stop_stage", "8", "--gpu_inference", "true"], cwd=d, timeout=600)
+    assert "decode.sh --cmd run.pl --gpu 1 --ngpu 1 " in r.stdout, (r.stdout + r.stderr)[-4000:]
+    if torch.cuda.is_available():
+        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    else:
+        assert r.returncode != 0
+        logs = [p.read_text() for p in (d / "exp").glob("**/decode_*/*/log/decode.*.log")]
+        assert any("--ngpu 1 but no CUDA device is visible" in text for text in logs)
+
 
 # ------------------------------------------------------------------ soundscapes, small configuration
 LIBRARY = ROOT.parent / "shared" / "data" / "event_library"

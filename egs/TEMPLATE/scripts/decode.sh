@@ -21,6 +21,7 @@ SECONDS=0
 
 cmd=utils/run.pl  # Job wrapper ("run.pl", "slurm.pl --config conf/slurm.conf", ...).
 nj=4              # The maximum number of parallel jobs (capped by the number of clips).
+ngpu=0            # GPUs per job: 0 decodes on the CPU, 1 on a GPU (give a --cmd that allots one).
 python=python3    # Python command.
 decode_config=    # Config for caption_decode (required).
 decode_args=      # Extra arguments for caption_decode.
@@ -37,6 +38,7 @@ e.g.
 Options:
   --cmd           # Job wrapper (default="${cmd}").
   --nj            # The maximum number of parallel jobs (default="${nj}").
+  --ngpu          # GPUs per job, 0 or 1 (default="${ngpu}").
   --python        # Python command (default="${python}").
   --decode_config # Config for caption_decode (required).
   --decode_args   # Extra arguments for caption_decode (default="${decode_args}").
@@ -59,6 +61,7 @@ dir=$3
 logdir=${dir}/log
 
 [ -n "${decode_config}" ] || { log "Error: --decode_config is required"; exit 2; }
+case "${ngpu}" in 0|1) ;; *) log "Error: --ngpu must be 0 or 1, got '${ngpu}'"; exit 2;; esac
 [ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
 for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
@@ -69,6 +72,9 @@ for f in "${model_files[@]}"; do
 done
 # The .done marker holds the options: a decode with other options is redone.
 _key="models=$1 decode_config=${decode_config} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples} nbest=${nbest}"
+if [ "${ngpu}" -gt 0 ]; then
+    _key+=" ngpu=${ngpu}"  # GPU kernels (cuDNN's TF32) may change the last digits, and with them a caption
+fi
 _done=false
 if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
     _done=true
@@ -94,7 +100,7 @@ utils/split_scp.pl "${feats_dir}/feats.scp" "${split_scps[@]}"
 # shellcheck disable=SC2086
 ${cmd} JOB=1:"${_nj}" "${logdir}/decode.JOB.log" \
     ${python} -m captionbin.caption_decode --config "${decode_config}" "${model_opts[@]}" \
-        --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu 0 \
+        --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu "${ngpu}" \
         --num_diversity_samples "${num_diversity_samples}" --nbest "${nbest}" ${decode_args}
 
 for n in $(seq "${_nj}"); do
