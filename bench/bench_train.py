@@ -183,7 +183,7 @@ class Setup:
 
     def batch(self, kind: str):
         """A batch of ``kind`` (random / bucket) whose padded length is the schedule's mean:
-        (clip ids, feats (B, T, 64), lens (B,), ys (B, L), ys_lens (B,))."""
+        (clip ids, feats (B, T, 64), lens (B,), ys (B, L), ys_lens (B,)), tensors on ``--device``."""
         best = min(self.schedules[kind], key=lambda b: abs(self.padded_frames(b) - self.padded[kind]))
         clip_idx = [i // CAPTIONS_PER_CLIP for i in best]
         feats, lens = pad_feats([tile(self.stream, int(self.clip_frames[c]), 7919 * c) for c in clip_idx])
@@ -246,11 +246,12 @@ def mm_flops_per_s(reps: int) -> float:
 
 
 def xe_flops(model, feats, lens, ys, ys_lens) -> float:
-    """FLOPs of one XE forward + backward (``FlopCounterMode``)."""
+    """FLOPs of one XE forward + backward (``FlopCounterMode``; cuDNN off, since the counter
+    has no formula for its fused RNN kernels and would leave out the GRUs)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    with counter:
+    with counter, torch.backends.cudnn.flags(enabled=False):
         xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
@@ -269,7 +270,7 @@ def main(argv=None) -> None:
     model, reps = s.model, args.reps
     gpu = f", {torch.cuda.get_device_name(DEVICE)}" if DEVICE.type == "cuda" else ""
     print(f"# bench_train: torch {torch.__version__}, {args.num_threads} threads, {os.cpu_count()} CPUs, "
-          f"device {DEVICE}{gpu}")
+          f"device {DEVICE}{gpu}; mean of {reps} timed repetitions")
     print(f"real features: {s.num_wavs} clotho_subset WAVs, {len(s.stream)} frames; vocabulary {s.tok.vocab_size}; "
           f"model {sum(p.numel() for p in model.parameters())} parameters")
     for k in ("random", "bucket"):
@@ -319,6 +320,7 @@ def main(argv=None) -> None:
     rows.append(("XE update (split BiGRU)", "padded batch", xe_split, "bucketed batch", xe_new))
     rows.append(("SCST update, padded batch", "separate baseline encoding", scst_old, "shared", scst_new))
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    peak_gpu_gib = torch.cuda.max_memory_allocated(DEVICE) / 2 ** 30 if DEVICE.type == "cuda" else 0.0
 
     # the BiGRU alone, forward + backward on the encoder's real input shapes
     x = torch.randn(feats_r.size(0), feats_r.size(1) // 4, model.encoder.rnn.input_size, device=DEVICE)
@@ -400,8 +402,7 @@ def main(argv=None) -> None:
     bound = flops / mm
     print(f"XE update bound: {flops / 1e9:.0f} GFLOP / {mm / 1e9:.0f} GFLOP/s (torch.mm 2048^2) = {bound:.2f} s; "
           f"measured {xe_split:.2f} s = {xe_split / bound:.2f}x the bound (padded batch, split BiGRU)")
-    gpu_peak = (f"; peak GPU memory allocated {torch.cuda.max_memory_allocated(DEVICE) / 2 ** 30:.2f} GiB"
-                if DEVICE.type == "cuda" else "")
+    gpu_peak = f"; peak GPU memory allocated {peak_gpu_gib:.2f} GiB" if DEVICE.type == "cuda" else ""
     print(f"peak RSS after the XE and RL updates: {peak_gib:.2f} GiB{gpu_peak}")
 
     # projection: 25 XE + 25 SCST epochs of full Clotho, validation on 1045 clips each epoch
@@ -411,7 +412,7 @@ def main(argv=None) -> None:
     valid_batches = -(-CLOTHO_VALID_CLIPS // nb)
     valid_caption_batches = -(-CLOTHO_VALID_CLIPS * CAPTIONS_PER_CLIP // nb)
     # old: each validation caption encoded with teacher forcing, then every clip encoded
-    # again (one call per batch) for the greedy decode; new: one chunked pass per clip
+    # again (one call per batch) for the greedy decode; new: one pass per clip (chunked on CPU)
     valid_old = valid_caption_batches * tf_32 + valid_batches * (enc_whole + greedy_t)
     valid_new = valid_batches * (enc_default + greedy_t + tf_160)
     valid_rl_old, valid_rl_new = valid_batches * (enc_whole + greedy_t), valid_batches * (enc_default + greedy_t)
@@ -420,8 +421,8 @@ def main(argv=None) -> None:
     print(f"projected full Clotho ({CLOTHO_DEV_CLIPS} clips x {CAPTIONS_PER_CLIP} captions, "
           f"{EPOCHS_XE} XE + {EPOCHS_RL} SCST epochs, validation on {CLOTHO_VALID_CLIPS} clips each epoch):")
     print(f"  old paths (random batches, packed BiGRU, separate baseline encoding, validation per caption): "
-          f"{old_h:.1f} h")
-    print(f"  new paths (bucketed batches, split BiGRU, shared baseline encoding, one pass per clip): {new_h:.1f} h "
+          f"{old_h:.2f} h")
+    print(f"  new paths (bucketed batches, split BiGRU, shared baseline encoding, one pass per clip): {new_h:.2f} h "
           f"({old_h / new_h:.2f}x)")
     print(f"  per epoch: XE {xe_batches} x {xe_new:.2f} s + valid {valid_new:.0f} s; "
           f"SCST {rl_batches} x {scst_bucket:.2f} s + valid {valid_rl_new:.0f} s")

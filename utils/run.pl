@@ -23,7 +23,9 @@ Each log starts with "# <command>" and "# Started at <date>" and ends with
 Exits 1 if any job failed ("K / N failed, log is in <log-file>" on stderr).
 Options:
   --max-jobs-run N   run at most N jobs at a time (default: number of CPUs)
-  --gpu N            GPUs per job; only limits concurrency to (visible GPUs / N) (default 0)
+  --gpu N            GPUs per job (default 0). The visible GPUs (CUDA_VISIBLE_DEVICES, else
+                     nvidia-smi -L) form (visible GPUs / N) slots of N: at most that many
+                     jobs run at a time, each with CUDA_VISIBLE_DEVICES set to its own slot
   --num-nodes N      1 (more is an error: jobs run on this machine)
   --mem X, --num-threads N, --time T, --config FILE
                      accepted for compatibility with slurm.pl and ignored
@@ -49,17 +51,17 @@ sub num_cpus {
   return $n > 0 ? $n : 1;
 }
 
-sub num_gpus {
+# The visible GPUs: the entries of CUDA_VISIBLE_DEVICES, else 0..N-1 for nvidia-smi's N.
+sub visible_gpus {
   if (defined $ENV{CUDA_VISIBLE_DEVICES} && $ENV{CUDA_VISIBLE_DEVICES} =~ /\S/) {
-    my @d = grep { /\S/ } split(/,/, $ENV{CUDA_VISIBLE_DEVICES});
-    return scalar(@d);
+    return grep { /\S/ } map { s/^\s+|\s+$//gr } split(/,/, $ENV{CUDA_VISIBLE_DEVICES});
   }
   my $n = 0;
   if (open(my $fh, "-|", "nvidia-smi -L 2>/dev/null")) {
     while (<$fh>) { $n++ if /^GPU\s/; }
     close($fh);
   }
-  return $n;
+  return (0 .. $n - 1);
 }
 
 # ---- options
@@ -130,9 +132,16 @@ my $cmd = (@ARGV == 1) ? $ARGV[0] : join(" ", @words);
 
 my $njobs = $jobend - $jobstart + 1;
 my $limit = defined $max_jobs_run ? $max_jobs_run : num_cpus();
+# --gpu N: slots of N visible GPUs; a job runs with CUDA_VISIBLE_DEVICES set to a free slot
+# (with fewer visible GPUs than N, one slot of all of them; with none, the variable is left alone)
+my @free_slots;
 if ($gpu > 0) {
-  my $g = num_gpus();
-  my $by_gpu = int($g / $gpu);
+  my @g = visible_gpus();
+  my $by_gpu = int(@g / $gpu);
+  if (@g) {
+    @free_slots = $by_gpu < 1 ? (join(",", @g))
+                              : map { join(",", @g[$_ * $gpu .. $_ * $gpu + $gpu - 1]) } (0 .. $by_gpu - 1);
+  }
   $by_gpu = 1 if $by_gpu < 1;
   $limit = $by_gpu if $by_gpu < $limit;
 }
@@ -200,24 +209,29 @@ sub run_job {
 
 # ---- schedule the jobs, at most $limit at a time
 my %running;    # pid -> job id
+my %slot_of;    # pid -> its GPU slot (--gpu N)
 my %code;       # job id -> exit code
 my $next = $jobstart;
 my $stopped;    # a signal stopped the run: forward it to the running jobs, start no more
 @SIG{qw(TERM INT HUP)} = (sub { $stopped = $_[0]; kill $_[0], keys %running; }) x 3;
 while ($next <= $jobend || %running) {
   while (!$stopped && $next <= $jobend && scalar(keys %running) < $limit) {
+    my $slot = shift @free_slots;
     my $pid = fork();
     die "$prog: fork failed: $!\n" unless defined $pid;
     if ($pid == 0) {
+      $ENV{CUDA_VISIBLE_DEVICES} = $slot if defined $slot;
       my $c = run_job($next);
       POSIX::_exit($c > 255 ? 255 : $c);
     }
     $running{$pid} = $next++;
+    $slot_of{$pid} = $slot if defined $slot;
   }
   my $pid = waitpid(-1, 0);
   last if $pid < 0;
   next unless exists $running{$pid};
   my $id = delete $running{$pid};
+  push @free_slots, delete $slot_of{$pid} if exists $slot_of{$pid};
   my $st = $?;
   $code{$id} = ($st & 127) ? 128 + ($st & 127) : ($st >> 8);
 }

@@ -162,7 +162,7 @@ Options:
     --decode_tag      # Suffix of the decode directory (default="${decode_tag}").
     --decode_config   # Config for decoding, required (default="${decode_config}").
     --decode_args     # Extra arguments for caption_decode (default="${decode_args}").
-    --gpu_inference   # Decode on a GPU (one per job, under \${cuda_cmd}) (default="${gpu_inference}").
+    --gpu_inference   # Decode on GPUs: each job gets one under \${cuda_cmd} --gpu 1 (run.pl: its own visible GPU) (default="${gpu_inference}").
     --inference_model # Model file used for decoding (default="${inference_model}").
     --xe_inference_model # Model file of the XE dirs for RL init, XE decodes and ensembles; empty: --inference_model
                          # (seed 000 selects XE models by BLEU-4: valid.bleu_4.best.pth) (default="${xe_inference_model}").

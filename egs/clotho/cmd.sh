@@ -10,8 +10,9 @@
 # job's log starts with the command and ends with its exit code, and the wrapper exits non-zero
 # (naming the failed logs) if any job fails. Options understood by every wrapper:
 #   --gpu N, --mem X, --num_threads N, --time T, --max_jobs_run N
-# run.pl honours --max_jobs_run and uses --gpu only to limit concurrency; slurm.pl maps every
-# option to sbatch options through conf/slurm.conf, the only place for site specifics.
+# run.pl honours --max_jobs_run and gives each job its own --gpu N of the visible GPUs
+# (CUDA_VISIBLE_DEVICES); slurm.pl maps every option to sbatch options through
+# conf/slurm.conf, the only place for site specifics.
 #
 # train_cmd: CPU jobs (feature dump, statistics, scoring)
 # cuda_cmd:  training (caption.sh adds "--gpu ${ngpu}") and, with --gpu_inference true, decoding ("--gpu 1")

@@ -128,6 +128,25 @@ def test_max_jobs_run_limits_concurrency(tmp_path, tool):
         assert start >= end
 
 
+def test_gpu_jobs_get_their_own_visible_gpus(tmp_path, tool):
+    # 3 visible GPUs, 1 per job: at most 3 jobs at a time, each alone on its GPU
+    snippet = "echo $CUDA_VISIBLE_DEVICES > d.JOB; date +%s.%N > s.JOB; sleep 0.2; date +%s.%N > e.JOB"
+    env = {"CUDA_VISIBLE_DEVICES": "3,5,7"}
+    r = tool(["run.pl", "--gpu", "1", "JOB=1:6", "log/g.JOB.log", snippet], cwd=tmp_path, env=env)
+    assert r.rc == 0, r
+    jobs = [tuple((tmp_path / f"{k}.{n}").read_text().strip() for k in "dse") for n in range(1, 7)]
+    assert {d for d, _, _ in jobs} == {"3", "5", "7"}
+    for i, (d, s, e) in enumerate(jobs):
+        for d2, s2, e2 in jobs[i + 1:]:
+            assert d != d2 or float(e) <= float(s2) or float(e2) <= float(s), jobs  # no shared GPU
+    # 2 per job: one slot of the first two; more than visible: all of them; no --gpu: unchanged
+    for opts, want in ((["--gpu", "2"], "3,5"), (["--gpu", "4"], "3,5,7"), ([], "3,5,7")):
+        r = tool(["run.pl", *opts, "JOB=1:2", "log/h.JOB.log", "echo $CUDA_VISIBLE_DEVICES > d.JOB"],
+                 cwd=tmp_path, env=env)
+        assert r.rc == 0, r
+        assert [(tmp_path / f"d.{n}").read_text().strip() for n in (1, 2)] == [want, want], opts
+
+
 def test_parallel_by_default(tmp_path, tool):
     snippet = "date +%s.%N > s.JOB; sleep 0.3; date +%s.%N > e.JOB"
     r = tool(

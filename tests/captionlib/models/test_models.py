@@ -75,6 +75,7 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 
 
 @CUDA
+@pytest.mark.skipif(not torch.backends.cudnn.is_available(), reason="needs cuDNN")
 def test_split_bigru_leaves_the_cudnn_flat_buffer_whole():
     # nn.GRU re-homes new weights into a flat buffer of its own on every call; the split
     # BiGRU's direction template must not, or the bidirectional buffer falls apart
