@@ -4,13 +4,25 @@ import json
 import logging
 from pathlib import Path
 
-import torch
-
 from captionlib.train.checkpoint import atomic_save, load_checkpoint
+
+
+def kept_by(exp_dir: str) -> str:
+    """The metric an experiment kept its epoch files by: ``best_model_criterion`` of its
+    ``config.yaml`` (``cider_d`` when the file or the key is missing)."""
+    import yaml
+
+    path = Path(exp_dir) / "config.yaml"
+    conf = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return (conf or {}).get("best_model_criterion") or "cider_d"
 
 
 def average_checkpoints(exp_dir: str, output: str, metric: str = "cider_d", nbest: int = 5, mode: str = "max") -> Path:
     """Average the ``nbest`` kept ``<N>epoch.pth`` files ranked by ``valid_<metric>``.
+
+    The trainer keeps the ``keep_nbest`` best epoch files by its first criterion (see
+    :func:`kept_by`); ranking by another metric, or asking for more epochs than were kept,
+    averages fewer or other epochs than asked, with a warning.
 
     Floating-point tensors are averaged; integer buffers (e.g. BatchNorm's
     ``num_batches_tracked``) are taken from the best epoch. The output is a model file
@@ -35,6 +47,11 @@ def average_checkpoints(exp_dir: str, output: str, metric: str = "cider_d", nbes
     epochs = [int(h["epoch"]) for h in ranked if (exp / f"{int(h['epoch'])}epoch.pth").is_file()][:nbest]
     if not epochs:
         raise FileNotFoundError(f"{exp}: no <N>epoch.pth file left to average")
+    wanted = [int(h["epoch"]) for h in ranked[:nbest]]
+    if epochs != wanted:
+        logging.warning("%s: the %d best epochs by valid %s are %s, but only %s of them have an epoch file "
+                        "(kept by valid %s, keep_nbest); averaging %s", exp, nbest, metric, wanted,
+                        sorted(set(epochs) & set(wanted)), kept_by(exp_dir), epochs)
     logging.info("averaging epochs %s of %s by valid %s", epochs, exp, metric)
     avg = None
     for e in epochs:

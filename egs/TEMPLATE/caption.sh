@@ -64,7 +64,7 @@ rl_init_tag= # Start RL from this RL experiment of the XE dir (its ${inference_m
 seeds= # Seeds, space-separated (e.g. "0 1 2"): stages 5-9 run once per seed into <tag>_seed<N> dirs (--seed N) and RESULTS.md shows mean ± std; empty: one run with the configs' seed.
 
 # Checkpoint averaging related
-nbest_average=0 # Average the N best checkpoints by valid CIDEr-D (stage 7 runs only when > 0).
+nbest_average=0 # Average the N best checkpoints by the metric they were kept by (the training's best_model_criterion) into valid.<metric>.ave_Nbest.pth (stage 7 runs only when > 0).
 
 # Decoding related
 decode_tag=    # Suffix of the decode directory (empty: derived from config, args and model).
@@ -156,7 +156,8 @@ Options:
     --seeds # Seeds, e.g. "0 1 2": stages 5-9 once per seed into <tag>_seed<N> dirs; RESULTS.md gives mean ± std (default="${seeds}").
 
     # Checkpoint averaging related
-    --nbest_average # Average the N best checkpoints; 0 skips stage 7 (default="${nbest_average}").
+    --nbest_average # Average the N best checkpoints by the training's best_model_criterion into
+                    # valid.<metric>.ave_Nbest.pth; 0 skips stage 7 (default="${nbest_average}").
 
     # Decoding related
     --decode_tag      # Suffix of the decode directory (default="${decode_tag}").
@@ -547,9 +548,8 @@ if ! "${skip_train}"; then
 
     if [ ${stage} -le 7 ] && [ ${stop_stage} -ge 7 ] && [ "${nbest_average}" -gt 0 ]; then
         for _dir in ${model_dirs}; do
-            log "Stage 7: Average the ${nbest_average} best checkpoints of ${_dir} by valid CIDEr-D"
-            ${python} -m captionbin.caption_average_checkpoints --exp_dir "${_dir}" --metric cider_d \
-                --nbest "${nbest_average}" --output "${_dir}/valid.cider_d.ave_${nbest_average}best.pth"
+            log "Stage 7: Average the ${nbest_average} best checkpoints of ${_dir} by its best_model_criterion"
+            ${python} -m captionbin.caption_average_checkpoints --exp_dir "${_dir}" --nbest "${nbest_average}"
         done
     fi
 else

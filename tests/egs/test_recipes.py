@@ -359,6 +359,15 @@ def test_mini_clotho_end_to_end(tmp_path):
     # every XE model file is written whatever the selection criterion
     assert all((xe_dir / f"valid.{m}.best.pth").is_file() for m in ("cider_d", "bleu_4", "loss"))
 
+    # stage 7 averages each model dir's 2 best epochs by the metric they were kept by
+    r = _run(["./run.sh", "--stage", "7", "--stop_stage", "7", "--nbest_average", "2"], cwd=d, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    model_dirs = [xe_dir] + [xe_dir / f"{algo}_train_{algo}" for algo in RL_ALGOS]  # the run's, not the preset's
+    for m in model_dirs:
+        crit = yaml.safe_load((m / "config.yaml").read_text())["best_model_criterion"]
+        ave = torch.load(m / f"valid.{crit}.ave_2best.pth", weights_only=False)
+        assert len(ave["averaged_epochs"]) == 2, m
+
     # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
     # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "8", "--gpu_inference", "true"], cwd=d, timeout=600)

@@ -59,7 +59,7 @@ def test_resume_after_kill_continues_from_last_epoch(tmp_path):
     assert obj2.calls == 0
 
 
-def test_best_and_nbest_files(tmp_path, caplog):
+def test_best_and_nbest_files(tmp_path, caplog, capfd):
     caplog.set_level("INFO")
     hist = _trainer(tmp_path, 4, Objective()).run()  # valid cider_d: 0.1 0.3 0.2 0.25
     summary = f"train_loss: epoch 1 {hist[0]['train_loss']:.4g} -> epoch 4 {hist[-1]['train_loss']:.4g}"
@@ -77,6 +77,19 @@ def test_best_and_nbest_files(tmp_path, caplog):
     e4 = torch.load(tmp_path / "4epoch.pth", weights_only=False)["model"]
     k = "decoder.output.weight"
     assert torch.allclose(a["model"][k], (e2[k] + e4[k]) / 2)
+
+    # stage 7's binary: by default the metric the epoch files were kept by, and its file name
+    from captionbin.caption_average_checkpoints import main as average_main
+
+    (tmp_path / "config.yaml").write_text("best_model_criterion: cider_d\nkeep_nbest: 1\n")
+    average_main(["--exp_dir", str(tmp_path), "--nbest", "2"])
+    assert torch.load(tmp_path / "valid.cider_d.ave_2best.pth", weights_only=False)["averaged_epochs"] == [2, 4]
+    # more epochs asked than kept: the kept ones, with a warning naming the metric they were kept by
+    capfd.readouterr()
+    average_main(["--exp_dir", str(tmp_path), "--nbest", "3"])  # logs to stderr (the binary's own logging)
+    assert torch.load(tmp_path / "valid.cider_d.ave_3best.pth", weights_only=False)["averaged_epochs"] == [2, 4]
+    assert "the 3 best epochs by valid cider_d are [2, 4, 3], but only [2, 4] of them have an epoch file " \
+           "(kept by valid cider_d, keep_nbest); averaging [2, 4]" in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("max_epoch", [0, -3])
