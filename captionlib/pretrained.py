@@ -326,7 +326,7 @@ class PretrainedCaptioner:
         """
         from captionlib.models.captioner import load_model_file
         from captionlib.text.tokenizer import Tokenizer
-        from captionlib.train.trainer import get_device
+        from captionlib.utils.distributed import get_device
 
         unknown = sorted(set(decode_options) - set(DECODE_DEFAULTS))
         if unknown:

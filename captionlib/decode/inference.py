@@ -33,7 +33,7 @@ from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.checkpoint import atomic_write_text
-from captionlib.train.trainer import get_device
+from captionlib.utils.distributed import get_device
 
 @torch.no_grad()
 def caption_batch(

@@ -47,19 +47,6 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def get_device(ngpu: int) -> torch.device:
-    """``cuda`` when ``ngpu > 0`` (error if none is visible), else ``cpu``.
-
-    Raises:
-        RuntimeError: ngpu > 0 without a visible CUDA device.
-    """
-    if ngpu > 0:
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"--ngpu {ngpu} but no CUDA device is visible")
-        return torch.device("cuda")
-    return torch.device("cpu")
-
-
 def _fmt_time(seconds: float) -> str:
     seconds = int(max(0, seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -68,6 +68,19 @@ def is_distributed() -> bool:
     return rank_and_world()[1] > 1
 
 
+def get_device(ngpu: int) -> torch.device:
+    """``cuda`` when ``ngpu > 0`` (error if none is visible), else ``cpu``.
+
+    Raises:
+        RuntimeError: ngpu > 0 without a visible CUDA device.
+    """
+    if ngpu > 0:
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"--ngpu {ngpu} but no CUDA device is visible")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
 def init_distributed(ngpu: int) -> torch.device:
     """Join the ``torchrun`` process group when launched with ``WORLD_SIZE`` > 1.
 
@@ -82,10 +95,9 @@ def init_distributed(ngpu: int) -> torch.device:
             than ranks on this node.
     """
     world = launched_world_size()
-    if ngpu > 0 and not torch.cuda.is_available():
-        raise RuntimeError(f"--ngpu {ngpu} but no CUDA device is visible")
+    device = get_device(ngpu)
     if world <= 1:
-        return torch.device("cuda" if ngpu > 0 else "cpu")
+        return device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if ngpu > 0:
         if local_rank >= torch.cuda.device_count():
@@ -93,8 +105,6 @@ def init_distributed(ngpu: int) -> torch.device:
                 f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA devices are visible")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     if not dist.is_initialized():
         dist.init_process_group("nccl" if ngpu > 0 else "gloo", timeout=TIMEOUT)
     logging.info("rank %d of %d (local rank %d) on %s", dist.get_rank(), world, local_rank, device)

@@ -221,9 +221,9 @@ if ! "${skip_train}" && [ "${stage}" -le 5 ] && [ "${stop_stage}" -ge 5 ] && [ !
 fi
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
-case "${word2vec}" in true|false) ;; *) log "Error: --word2vec must be true or false, got '${word2vec}'"; exit 2;; esac
-case "${corpus_prior}" in true|false) ;; *) log "Error: --corpus_prior must be true or false, got '${corpus_prior}'"; exit 2;; esac
-case "${gpu_inference}" in true|false) ;; *) log "Error: --gpu_inference must be true or false, got '${gpu_inference}'"; exit 2;; esac
+for _opt in word2vec corpus_prior gpu_inference; do
+    case "${!_opt}" in true|false) ;; *) log "Error: --${_opt} must be true or false, got '${!_opt}'"; exit 2;; esac
+done
 for _s in ${seeds}; do
     case "${_s}" in *[!0-9]*) log "Error: --seeds must be integers >= 0, got '${seeds}'"; exit 2;; esac
 done
