@@ -1,6 +1,6 @@
 # captionlib: the two set-up commands of the README.
 #   make demo   create tools/venv if missing, run egs/mini_clotho end to end, print RESULTS.md
-#   make test   create tools/venv if missing, run the whole test suite
+#   make test   create tools/venv if missing, check the import layers (.importlinter), run the whole test suite
 # PYTHON picks the interpreter used to create the virtual environment.
 
 PYTHON ?= python3
@@ -25,6 +25,7 @@ demo: $(STAMP)
 	@cat egs/mini_clotho/RESULTS.md
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/python -m pytest -q tests
 
 clean-demo:

@@ -25,7 +25,7 @@ install_requires = [
     "av>=12",  # PyAV: video decoding (captionlib.visual); torchvision stays optional (imported lazily)
 ]
 extras_require = {
-    "test": ["pytest"],
+    "test": ["pytest", "import-linter>=2.1"],  # lint-imports checks the layers of .importlinter
     "w2v": ["gensim>=4"],
 }
 extras_require["all"] = sorted({p for v in extras_require.values() for p in v})

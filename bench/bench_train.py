@@ -60,6 +60,7 @@ from captionlib.rl.rewards import Reward  # noqa: E402
 from captionlib.text.cleaner import clean_words  # noqa: E402
 from captionlib.text.tokenizer import Tokenizer  # noqa: E402
 from captionlib.train.common import epoch_batches  # noqa: E402
+from captionlib.train.options import TrainOptions  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "data"
 HOP_S = 0.02  # egs/clotho/conf/feats_logmel.yaml
@@ -166,7 +167,8 @@ class Setup:
         self.cap_frames = np.repeat(self.clip_frames, CAPTIONS_PER_CLIP).tolist()
         n = len(self.cap_frames)
         self.schedules = {
-            kind: epoch_batches(n, self.batch_size, args.seed, 1, lengths=None if kind == "random" else self.cap_frames)
+            kind: epoch_batches(n, self.batch_size, args.seed, 1, lengths=None if kind == "random" else self.cap_frames,
+                                bucket_pool=TrainOptions().bucket_pool)
             for kind in ("random", "bucket")
         }
         self.padded = {k: float(np.mean([self.padded_frames(b) for b in s])) for k, s in self.schedules.items()}
@@ -291,7 +293,7 @@ def main(argv=None) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        df_path = os.path.join(tmp, "cider_df.pkl")
+        df_path = os.path.join(tmp, "cider_df.npz")
         DocumentFrequency.from_references(s.refs, n=4).save(df_path)
         reward = Reward("cider_d:1.0", s.refs, df_path)
     scst = {enc: PolicyGradient(reward, s.tok, baseline_encoding=enc) for enc in ("separate", "shared")}

@@ -20,14 +20,13 @@ from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
 from captionlib.utils.cli import get_base_parser, parse_args, str_or_none
+from captionlib.visual import CNN_NAMES, MEDIA_TYPES, OUTPUTS
 
 REQUIRED = ("media_scp", "out_prefix")
 
 
 def get_parser():
     """Build the argument parser (keys match ``conf/feats_cnn*.yaml``)."""
-    from captionlib.visual import CNN_NAMES, MEDIA_TYPES, OUTPUTS
-
     parser = get_base_parser("Extract CNN features of images/videos into ark/HDF5")
     parser.add_argument("--media_scp", default=None, help="(required) <clip-id> <image or video path> list")
     add_shard_arguments(parser)

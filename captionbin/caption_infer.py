@@ -63,7 +63,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     import torch
 
     from captionlib.pretrained import PretrainedCaptioner, find_audio_files, format_results
-    from captionlib.train.checkpoint import atomic_write_text
+    from captionlib.utils.fileio import atomic_write_text
 
     if args.num_threads > 0:
         torch.set_num_threads(args.num_threads)

@@ -12,7 +12,7 @@ metrics of ``--score_json``, and each file's size and SHA-256); see
 Usage:
     python -m captionbin.caption_pack --model_file exp/xe_x/valid.cider_d.best.pth \\
         --feats_config conf/feats_logmel.yaml --feats_stats exp/stats_logmel/feats_stats.npz \\
-        --cider_df exp/stats_logmel/cider_df.pkl --train_wav_scp data/development/wav.scp \\
+        --cider_df exp/stats_logmel/cider_df.npz --train_wav_scp data/development/wav.scp \\
         --decode_config conf/decode.yaml --score_json exp/xe_x/decode_x/evaluation/score.json \\
         --output exp/xe_x/packed/valid.cider_d.best.zip
 """
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str_or_none
+from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
 
 REQUIRED = ("model_file", "feats_config", "feats_stats", "cider_df", "output")
 # options of a caption_dump_feats job, not of the features: left out of the packed feature config
@@ -40,7 +40,11 @@ def get_parser():
                         help="resolved training config (default: config.yaml beside --model_file)")
     parser.add_argument("--feats_config", default=None, help="(required) feature config of caption_dump_feats")
     parser.add_argument("--feats_stats", default=None, help="(required) exp/stats_<feats_tag>/feats_stats.npz")
-    parser.add_argument("--cider_df", default=None, help="(required) exp/stats_<feats_tag>/cider_df.pkl")
+    parser.add_argument("--cider_df", default=None, help="(required) exp/stats_<feats_tag>/cider_df.npz")
+    parser.add_argument("--trust_pickle", type=str2bool, default=False,
+                        help="accept an old pickled --cider_df (cider_df.pkl; packed as .npz): unpickling runs "
+                             "any code the file holds, so only for files you made yourself (better: convert "
+                             "it once with caption_convert_model)")
     parser.add_argument("--train_wav_scp", type=str_or_none, default=None,
                         help="wav.scp of the training set: the sample rates of its audio (headers) go into "
                              "the manifest, so inference can resample when the feature config has fs: null")
@@ -92,7 +96,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.output, args.model_file,
             args.train_config or os.path.join(os.path.dirname(args.model_file), "config.yaml"),
             feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
-            recipe=args.recipe or os.path.basename(os.getcwd()),
+            recipe=args.recipe or os.path.basename(os.getcwd()), trust_pickle=args.trust_pickle,
         )
     except (ValueError, FileNotFoundError) as e:
         logging.error("%s", e)

@@ -4,7 +4,7 @@
 Left: the training objective per epoch (``train_loss`` of XE dirs, ``train_reward`` of RL
 dirs); right: validation CIDEr-D per epoch. Dirs that differ only by their ``_seed<N>``
 tokens form one line (mean over the seeds) with a min-max band. See
-:mod:`captionlib.train.plot`.
+:mod:`captionlib.report.plot`.
 
 Usage:
     python -m captionbin.caption_plot_history \\
@@ -33,7 +33,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``. Bad input exits 1 naming the file."""
     args = parse_args(get_parser(), cmd, required=("exp_dir", "output"))
-    from captionlib.train.plot import plot_history
+    from captionlib.report.plot import plot_history
 
     try:
         plot_history(args.exp_dir, args.output, title=args.title)

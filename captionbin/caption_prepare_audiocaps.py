@@ -52,10 +52,10 @@ def get_parser():
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.audiocaps.prepare_audiocaps`."""
+    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.audiocaps.prepare_audiocaps`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.io.audiocaps import AudioCapsPrepError, prepare_audiocaps
+    from captionlib.corpora.audiocaps import AudioCapsPrepError, prepare_audiocaps
 
     try:
         prepare_audiocaps(

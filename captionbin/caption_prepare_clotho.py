@@ -44,10 +44,10 @@ def get_parser():
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.clotho.prepare_clotho`."""
+    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.clotho.prepare_clotho`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.io.clotho import ClothoPrepError, prepare_clotho
+    from captionlib.corpora.clotho import ClothoPrepError, prepare_clotho
 
     try:
         prepare_clotho(

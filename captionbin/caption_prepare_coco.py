@@ -41,10 +41,10 @@ def get_parser():
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.coco.prepare_coco`."""
+    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.coco.prepare_coco`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.io.coco import CocoPrepError, prepare_coco
+    from captionlib.corpora.coco import CocoPrepError, prepare_coco
 
     try:
         prepare_coco(dataset_json=args.dataset_json, split=args.split, output_dir=args.output_dir,

@@ -46,13 +46,13 @@ def get_parser():
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.msrvtt.prepare_msrvtt`."""
+    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.msrvtt.prepare_msrvtt`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
     needed = "test_json" if args.split == "test" else "train_val_json"
     if getattr(args, needed) is None:
         parser.error(f"--split {args.split} needs --{needed}")
-    from captionlib.io.msrvtt import MsrvttPrepError, prepare_msrvtt
+    from captionlib.corpora.msrvtt import MsrvttPrepError, prepare_msrvtt
 
     try:
         prepare_msrvtt(split=args.split, output_dir=args.output_dir, train_val_json=args.train_val_json,

@@ -56,10 +56,10 @@ def get_parser():
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
-    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.io.msvd.prepare_msvd`."""
+    """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.msvd.prepare_msvd`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.io.msvd import MsvdPrepError, prepare_msvd
+    from captionlib.corpora.msvd import MsvdPrepError, prepare_msvd
 
     try:
         prepare_msvd(corpus_csv=args.corpus_csv, mapping=args.mapping, split=args.split,

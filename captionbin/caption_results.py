@@ -35,7 +35,7 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``. Bad input exits 1 naming the file."""
     args = parse_args(get_parser(), cmd)
-    from captionlib.metrics.results import write_results
+    from captionlib.report.results import write_results
 
     try:
         write_results(exp_dir=args.exp_dir, output=args.output, command=args.command)

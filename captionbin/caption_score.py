@@ -71,15 +71,14 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     missing = [f"--{k}" for k in REQUIRED if getattr(args, k) is None]
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
-    from captionlib.metrics.scorer import score_caption_files
+    from captionlib.metrics.scorer import SpiceOptions, score_caption_files
 
+    spice = SpiceOptions(lib_dir=args.spice_lib_dir, cache_dir=args.spice_cache_dir, heap=args.spice_heap,
+                         timeout=args.spice_timeout, threads=args.spice_threads, rhino_jar=args.rhino_jar)
     try:
         score_caption_files(
             ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
-            hyp_samples=args.hyp_samples, hyp_nbest=args.hyp_nbest,
-            spice_lib_dir=args.spice_lib_dir, spice_cache_dir=args.spice_cache_dir,
-            spice_heap=args.spice_heap, spice_timeout=args.spice_timeout,
-            spice_threads=args.spice_threads, rhino_jar=args.rhino_jar, java=args.java,
+            hyp_samples=args.hyp_samples, hyp_nbest=args.hyp_nbest, spice=spice, java=args.java,
         )
     except (ValueError, FileNotFoundError) as e:
         logging.error("%s", e)

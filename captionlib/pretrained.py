@@ -16,7 +16,8 @@ member                    content
 ``tokens.txt``            the token list (``bpe.model`` too for BPE tokens)
 ``feats_config.yaml``     the resolved feature config (``caption_dump_feats --print_config``)
 ``feats_stats.npz``       the global mean/std of the train features (also in the model's buffers)
-``cider_df.pkl``          the CIDEr-D document frequencies of the train references
+``cider_df.npz``          the CIDEr-D document frequencies of the train references
+                          (``cider_df.pkl``, a pickle, in archives of older versions)
 ``decode_config.yaml``    the resolved decoding options (beam_size, batch_size, max_len,
                           length_penalty) used at packing time, if given
 ========================  ================================================================
@@ -39,6 +40,7 @@ import io
 import json
 import logging
 import os
+import pickle
 import subprocess
 import tempfile
 import zipfile
@@ -50,6 +52,7 @@ import numpy as np
 import yaml
 
 from captionlib.audio.io import AUDIO_EXTENSIONS
+from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint
 
 PathLike = Union[str, Path]
 
@@ -62,13 +65,15 @@ TOKENS = "tokens.txt"
 BPE_MODEL = "bpe.model"
 FEATS_CONFIG = "feats_config.yaml"
 FEATS_STATS = "feats_stats.npz"
-CIDER_DF = "cider_df.pkl"
+CIDER_DF = "cider_df.npz"
+LEGACY_CIDER_DF = "cider_df.pkl"  # the pickle of older versions
 DECODE_CONFIG = "decode_config.yaml"
 # Decoding options of a packed model, with caption_decode's defaults.
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
 # Options of captionlib.audio.features.LogMel in a feature config.
 LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "dtype")
 POOL_BATCHES = 8  # batches of features computed (and sorted by length) at a time
+ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive (npz, torch files, packed models)
 
 
 def git_revision(cwd: Optional[PathLike] = None) -> str:
@@ -114,6 +119,7 @@ def pack_model(
     metrics: Optional[Mapping[str, Any]] = None,
     recipe: str = "unknown",
     revision: Optional[str] = None,
+    trust_pickle: bool = False,
 ) -> Path:
     """Write a packed model (see the module docstring), atomically (temporary file + rename).
 
@@ -122,28 +128,57 @@ def pack_model(
         model_file: a model file written by the trainers.
         train_config: the model dir's resolved ``config.yaml``.
         feats_config: the resolved feature config (``caption_dump_feats --print_config``).
-        feats_stats: ``feats_stats.npz`` (mean/std); cider_df: ``cider_df.pkl``.
+        feats_stats: ``feats_stats.npz`` (mean/std); cider_df: ``cider_df.npz``.
         train_sample_rates: ``{Hz: files}`` of the training audio (:func:`audio_sample_rates`);
             lets inference resample when the feature config has ``fs: null``.
         decode_config: decoding options (keys of :data:`DECODE_DEFAULTS`; others are dropped).
         metrics: the ``score.json`` of the decode the model is packed from.
         recipe: the recipe's name; revision: git revision (default: :func:`git_revision`).
+        trust_pickle: accept an old pickled ``cider_df`` (packed converted to ``.npz``);
+            unpickling runs any code the file holds: only for files you made yourself.
 
     Returns:
         The path of the archive.
 
     Raises:
         FileNotFoundError: a missing input file (named).
-        ValueError: a model file that is not one (named), or a log-mel feature config whose
-            ``n_mels`` differs from the model's input dimension.
+        ValueError: a model file or document-frequency file that is not one, or needs unsafe
+            loading (named), or a log-mel feature config whose ``n_mels`` differs from the
+            model's input dimension.
     """
-    from captionlib.models.captioner import load_model_file, model_feats_dim
-    from captionlib.text.tokenizer import Tokenizer
-    from captionlib.train.checkpoint import atomic_open
-
     for f in (model_file, train_config, feats_stats, cider_df):
         if not Path(f).is_file():
             raise FileNotFoundError(f"{f}: no such file (needed to pack {model_file})")
+    members = _pack_members(model_file, train_config, feats_config, feats_stats, cider_df, decode_config,
+                            trust_pickle)
+    manifest = {
+        "format": PACKED_FORMAT,
+        "version": PACKED_VERSION,
+        "recipe": recipe,
+        "git_revision": revision if revision is not None else git_revision(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model_file": str(model_file),
+        "metrics": dict(metrics) if metrics is not None else None,
+        "train_sample_rates": {str(k): int(v) for k, v in (train_sample_rates or {}).items()},
+    }
+    output = write_packed(output, manifest, members)
+    logging.info("packed %s (%d files, %.1f MB) into %s", model_file, len(members), output.stat().st_size / 1e6, output)
+    return output
+
+
+def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Mapping[str, Any],
+                  feats_stats: PathLike, cider_df: PathLike, decode_config: Optional[Mapping[str, Any]],
+                  trust_pickle: bool) -> Dict[str, bytes]:
+    """All members of a packed model but the manifest (arguments as :func:`pack_model`), each
+    input checked: the model file loads, its input dimension fits a log-mel feature config,
+    the document frequencies load.
+
+    Raises:
+        ValueError: as :func:`pack_model`.
+    """
+    from captionlib.models.captioner import load_model_file, model_feats_dim
+    from captionlib.text.tokenizer import Tokenizer
+
     _, obj = load_model_file(str(model_file))
     dim = model_feats_dim(obj["model_conf"])
     if feats_config.get("feats_type", "logmel") == "logmel" and int(feats_config.get("n_mels", dim)) != dim:
@@ -155,33 +190,50 @@ def pack_model(
         TOKENS: "".join(t + "\n" for t in obj["token_list"]).encode("utf-8"),
         FEATS_CONFIG: yaml.safe_dump(dict(feats_config), sort_keys=False).encode("utf-8"),
         FEATS_STATS: Path(feats_stats).read_bytes(),
-        CIDER_DF: Path(cider_df).read_bytes(),
+        CIDER_DF: _cider_df_npz(cider_df, trust_pickle),
     }
     if obj.get("bpe_proto") is not None:
         members[BPE_MODEL] = Tokenizer(obj["token_list"], bpe_proto=obj["bpe_proto"]).bpe_proto
     if decode_config is not None:
         dec = {k: decode_config[k] for k in DECODE_DEFAULTS if k in decode_config}
         members[DECODE_CONFIG] = yaml.safe_dump(dec, sort_keys=False).encode("utf-8")
-    manifest = {
-        "format": PACKED_FORMAT,
-        "version": PACKED_VERSION,
-        "recipe": recipe,
-        "git_revision": revision if revision is not None else git_revision(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "model_file": str(model_file),
-        "metrics": dict(metrics) if metrics is not None else None,
-        "train_sample_rates": {str(k): int(v) for k, v in (train_sample_rates or {}).items()},
-        "files": [
-            {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-            for name, data in members.items()
-        ],
-    }
+    return members
+
+
+def _cider_df_npz(path: PathLike, trust_pickle: bool = False) -> bytes:
+    """The bytes of a CIDEr-D document-frequency ``.npz`` file, checked by loading it; an old
+    pickle (only with ``trust_pickle``) is converted.
+
+    Raises:
+        ValueError: naming ``path``: see :meth:`captionlib.metrics.cider_d.DocumentFrequency.load`.
+    """
+    from captionlib.metrics.cider_d import DocumentFrequency
+
+    df = DocumentFrequency.load(os.fspath(path), trust_pickle=trust_pickle)
+    data = Path(path).read_bytes()
+    if data[:4] == ZIP_MAGIC:
+        return data
+    buf = io.BytesIO()
+    df.save(buf)
+    return buf.getvalue()
+
+
+def write_packed(output: PathLike, manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> Path:
+    """Write a packed model atomically: ``manifest`` with a ``files`` entry (each member's
+    name, size and SHA-256) added, then the members.
+
+    Returns:
+        The path of the archive.
+    """
+    manifest = dict(manifest, files=[
+        {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for name, data in members.items()
+    ])
     output = Path(output)
     with atomic_open(output) as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
         for name, data in members.items():
             z.writestr(name, data)
-    logging.info("packed %s (%d files, %.1f MB) into %s", model_file, len(members), output.stat().st_size / 1e6, output)
     return output
 
 
@@ -309,7 +361,8 @@ class PretrainedCaptioner:
 
     @classmethod
     def from_pretrained(cls, path: PathLike, ngpu: int = 0, **decode_options) -> "PretrainedCaptioner":
-        """Load a packed model (written by :func:`pack_model`); nothing else is read.
+        """Load a packed model (written by :func:`pack_model`); nothing else is read, and nothing
+        in it is run: ``model.pth`` is read with ``torch.load(weights_only=True)``.
 
         Args:
             path: the zip archive.
@@ -321,7 +374,9 @@ class PretrainedCaptioner:
             FileNotFoundError: no such file.
             ValueError: naming ``path``: see :func:`read_packed`; an unknown decoding option,
                 or a beam size, batch size or maximum length below 1; a model that does not take
-                log-mel features.
+                log-mel features; a ``model.pth`` that needs unsafe (code-running) unpickling
+                (:class:`~captionlib.utils.fileio.UnsafeFileError`: the archive was made by an older
+                captionlib and must be converted, or was crafted).
             RuntimeError: ``ngpu`` > 0 without a CUDA device.
         """
         from captionlib.models.captioner import load_model_file
@@ -333,13 +388,7 @@ class PretrainedCaptioner:
             raise ValueError(f"unknown decoding options {unknown}; expected some of {sorted(DECODE_DEFAULTS)}")
         manifest, members = read_packed(path)
         device = get_device(ngpu)
-        with tempfile.TemporaryDirectory() as tmp:
-            model_path = Path(tmp) / MODEL
-            model_path.write_bytes(members[MODEL])
-            try:
-                model, obj = load_model_file(str(model_path), map_location=str(device))
-            except ValueError as e:
-                raise ValueError(f"{path}: {e}") from None
+        model, obj = load_model_file(os.fspath(path), map_location=str(device), data=members[MODEL], member=MODEL)
         model.to(device)
         decode_config = yaml.safe_load(members[DECODE_CONFIG]) if DECODE_CONFIG in members else {}
         decode_config.update({k: v for k, v in decode_options.items() if v is not None})
@@ -474,4 +523,106 @@ def format_results(results: Sequence[CaptionResult], fmt: str, nbest: int = 0) -
     w.writerow(["file", "caption"] + [f"{c}_{k}" for k in range(1, nbest + 1) for c in ("caption", "score")])
     for r in ok:
         w.writerow([r.file, r.caption] + [x for c, s in r.nbest for x in (c, f"{s:.4f}")])
+    return buf.getvalue()
+
+
+def convert_legacy_file(path: PathLike, output: PathLike) -> str:
+    """Convert a file written by an older captionlib into the formats that load without
+    running code: a model file or checkpoint (``latest.pth``: numpy's RNG state becomes plain
+    values, see :func:`captionlib.train.trainer.numpy_rng_state`), a packed model (its
+    ``model.pth`` likewise, its ``cider_df.pkl`` becomes ``cider_df.npz``), or a pickled
+    CIDEr-D document-frequency file (to ``.npz``). ``output`` is written atomically (it may be
+    ``path``).
+
+    The old file is UNPICKLED, which runs any code it holds: only for files you made yourself.
+
+    Returns:
+        What was converted: ``"packed model"``, ``"document frequencies"`` or ``"torch file"``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: naming ``path``: not one of those files, or one holding other types than
+            those this converter knows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    names = []
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    if MANIFEST in names:
+        manifest, members = read_packed(path)
+        members[MODEL] = _safe_torch_bytes(members[MODEL], f"{path} (member {MODEL})")
+        if LEGACY_CIDER_DF in members:
+            members[CIDER_DF] = _df_pickle_to_npz(members.pop(LEGACY_CIDER_DF), f"{path} (member {LEGACY_CIDER_DF})")
+        write_packed(output, manifest, members)
+        return "packed model"
+    data = path.read_bytes()
+    if "format.npy" in names:  # already an .npz document-frequency file: checked and copied
+        data, kind = _cider_df_npz(path), "document frequencies"
+    elif data[:4] != ZIP_MAGIC and _is_df_pickle(data):
+        data, kind = _df_pickle_to_npz(data, str(path)), "document frequencies"
+    else:
+        data, kind = _safe_torch_bytes(data, str(path)), "torch file"
+    with atomic_open(output) as f:
+        f.write(data)
+    return kind
+
+
+def _is_df_pickle(data: bytes) -> bool:
+    """Whether ``data`` is the pickle of an older document-frequency file (unpickled: trusted)."""
+    from captionlib.metrics.cider_d import _DF_FORMAT
+
+    try:
+        obj = pickle.loads(data)
+    except Exception:  # a torch file of the legacy (non-zip) format, or no pickle at all
+        return False
+    return isinstance(obj, dict) and obj.get("format") == _DF_FORMAT
+
+
+def _df_pickle_to_npz(data: bytes, name: str) -> bytes:
+    """The ``.npz`` bytes of a pickled document-frequency file (unpickled: trusted).
+
+    Raises:
+        ValueError: naming ``name``: not a document-frequency file.
+    """
+    from captionlib.metrics.cider_d import DocumentFrequency
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "cider_df.pkl").write_bytes(data)
+        try:
+            df = DocumentFrequency.load(str(Path(tmp) / "cider_df.pkl"), trust_pickle=True)
+        except ValueError as e:
+            raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
+    buf = io.BytesIO()
+    df.save(buf)
+    return buf.getvalue()
+
+
+def _safe_torch_bytes(data: bytes, name: str) -> bytes:
+    """A torch file (unpickled: trusted) saved again with plain values only: the numpy RNG
+    state of an old ``latest.pth`` converted; checked by loading it with ``weights_only``.
+
+    Raises:
+        ValueError: naming ``name``: not a torch file, or one still holding other types.
+    """
+    import torch
+
+    from captionlib.train.trainer import numpy_rng_state
+
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise ValueError(f"{name}: not a torch file ({type(e).__name__}: {e})") from None
+    rng = obj.get("rng") if isinstance(obj, dict) else None
+    if isinstance(rng, dict) and isinstance(rng.get("numpy"), tuple):
+        rng["numpy"] = numpy_rng_state(rng["numpy"])
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    try:
+        load_checkpoint(name, data=buf.getvalue())
+    except UnsafeFileError as e:
+        raise ValueError(f"{name}: holds {', '.join(e.refused) or 'types'}, which this converter has no safe "
+                         "form for: not a captionlib model file, checkpoint or packed model") from None
     return buf.getvalue()

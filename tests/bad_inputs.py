@@ -3,7 +3,7 @@ file that a user can meet, so tests of every format (audio, features, model file
 later images, video, AudioCaps) can feed the same cases to the component that meets them first."""
 
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -43,4 +43,70 @@ def truncate(path: Path, fraction: float = 0.5) -> Path:
     """Cut a file to ``fraction`` of its bytes (an interrupted copy or a full disk)."""
     data = Path(path).read_bytes()
     Path(path).write_bytes(data[: int(len(data) * fraction)])
+    return path
+
+
+class CodeOnLoad:
+    """A value whose unpickling runs code: it creates the file ``marker`` (``pathlib.Path.touch``,
+    standing for the ``os.system`` call of a real attack). A test that loads a file holding it
+    asserts that ``marker`` does not exist afterwards."""
+
+    def __init__(self, marker: Path):
+        self.marker = Path(marker)
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def write_code_running_torch_file(path: Path, marker: Path, like: Optional[dict] = None, key: str = "model") -> Path:
+    """A torch file (``torch.save``) whose ``key`` value runs code when unpickled (see
+    :class:`CodeOnLoad`): a crafted model file, checkpoint or ``latest.pth``, with the other
+    keys of ``like`` (e.g. a real model file's ``model_conf`` and ``token_list``)."""
+    import torch
+
+    torch.save({**(like or {}), key: CodeOnLoad(marker)}, path)
+    return path
+
+
+def write_code_running_pickle(path: Path, marker: Path) -> Path:
+    """A pickle shaped like an old CIDEr-D document-frequency file (``cider_df.pkl``) whose
+    ``words`` run code when unpickled (see :class:`CodeOnLoad`)."""
+    import pickle
+
+    obj = {"format": "captionlib.cider_df", "version": 1, "n": 4, "num_docs": 1, "words": CodeOnLoad(marker),
+           "keys": np.zeros(0, np.uint64), "counts": np.zeros(0)}
+    path.write_bytes(pickle.dumps(obj, protocol=4))
+    return path
+
+
+def write_code_running_npz(path: Path, marker: Path) -> Path:
+    """An ``.npz`` archive whose ``words`` array is an object array holding a pickle that runs
+    code when loaded with ``allow_pickle=True`` (see :class:`CodeOnLoad`)."""
+    words = np.empty(1, dtype=object)
+    words[0] = CodeOnLoad(marker)
+    with open(path, "wb") as f:  # a file object: np.savez keeps the name as given
+        np.savez(f, format=np.array("captionlib.cider_df"), version=np.array(1), n=np.array(4),
+                 num_docs=np.array(1), words=words, keys=np.zeros(0, np.uint64), counts=np.zeros(0))
+    return path
+
+
+def replace_zip_member(path: Path, member: str, data: bytes, fix_manifest: bool = True) -> Path:
+    """Replace (or add) ``member`` of the zip archive ``path`` by ``data``; with
+    ``fix_manifest``, a packed model's ``manifest.json`` gets the member's new size and SHA-256,
+    so that the archive passes the integrity check and the member itself meets the loader."""
+    import hashlib
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    members[member] = data
+    if fix_manifest and "manifest.json" in members:
+        manifest = json.loads(members["manifest.json"])
+        files = [f for f in manifest.get("files", []) if f["name"] != member]
+        manifest["files"] = files + [{"name": member, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}]
+        members["manifest.json"] = json.dumps(manifest).encode("utf-8")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, value in members.items():
+            z.writestr(name, value)
     return path

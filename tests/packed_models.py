@@ -5,7 +5,6 @@ real clips' features, so its captions depend on the audio.
 """
 
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import yaml
 
 from captionlib.audio.features import LogMel
 from captionlib.audio.io import load_audio
+from captionlib.metrics.cider_d import DocumentFrequency
 from captionlib.models.captioner import Captioner, model_file_dict
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "clotho_fixture"
@@ -46,7 +46,8 @@ def make_recipe(root: Path, seed: int = 0, feats_config: dict = FEATS_CONFIG) ->
     stats = root / "exp" / "stats_logmel"
     stats.mkdir(parents=True)
     np.savez(stats / "feats_stats.npz", mean=mean, std=std, count=np.array(len(feats)))
-    (stats / "cider_df.pkl").write_bytes(pickle.dumps({"n": 4, "num_docs": 4}))
+    DocumentFrequency.from_references({"a": [["a", "dog", "barks"]], "b": [["rain", "falls"]]}).save(
+        str(stats / "cider_df.npz"))
     conf = root / "conf"
     conf.mkdir()
     (conf / "feats_logmel.yaml").write_text(yaml.safe_dump(feats_config))
@@ -59,7 +60,7 @@ def make_recipe(root: Path, seed: int = 0, feats_config: dict = FEATS_CONFIG) ->
     score.write_text(json.dumps({"CIDEr-D": 0.123, "BLEU-4": 0.05}))
     return {
         "root": str(root), "model_file": str(exp / "valid.cider_d.best.pth"), "train_config": str(exp / "config.yaml"),
-        "feats_stats": str(stats / "feats_stats.npz"), "cider_df": str(stats / "cider_df.pkl"),
+        "feats_stats": str(stats / "feats_stats.npz"), "cider_df": str(stats / "cider_df.npz"),
         "feats_config": str(conf / "feats_logmel.yaml"), "decode_config": str(conf / "decode.yaml"),
         "wav_scp": str(data / "wav.scp"), "score_json": str(score),
     }

@@ -4,7 +4,12 @@ import logging
 import os
 from typing import Dict, Optional
 
+import torch
+
+from captionlib.audio.features import LogMel
+from captionlib.audio.io import load_audio
 from captionlib.io.datadir import PathLike, read_scp
+from captionlib.io.feats import FeatShardWriter
 
 FEATS_TYPES = ("logmel",)
 
@@ -62,13 +67,7 @@ def dump_feats(
             clip id and the audio path).
         FileNotFoundError: a missing audio file (same naming).
     """
-    from captionlib.audio.features import LogMel
-    from captionlib.audio.io import load_audio
-    from captionlib.io.feats import FeatShardWriter
-
     if num_threads > 0:
-        import torch
-
         torch.set_num_threads(num_threads)
     if feats_type not in FEATS_TYPES:
         raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")

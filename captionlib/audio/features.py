@@ -22,7 +22,9 @@ learning approach to audio captioning", DCASE 2020 workshop (seed 000).
 
 from typing import Dict, Optional, Tuple
 
+import librosa
 import numpy as np
+import torch
 
 DTYPES = ("float32", "float64")
 
@@ -93,8 +95,6 @@ class LogMel:
     def mel_filters(self, fs: int) -> np.ndarray:
         """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` in ``dtype`` from ``librosa.filters.mel``."""
         if fs not in self._mel:
-            import librosa
-
             self._mel[fs] = librosa.filters.mel(
                 sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin, fmax=self.fmax, dtype=self.dtype
             )
@@ -117,8 +117,6 @@ class LogMel:
         Raises:
             ValueError: empty or non-1-D ``wave``, or window longer than ``n_fft``.
         """
-        import torch
-
         x = np.asarray(wave)
         if x.ndim != 1:
             raise ValueError(f"expected a mono wave of shape (samples,), got shape {x.shape}")

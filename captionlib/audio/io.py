@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
+import soundfile as sf
+import soxr
 
 from captionlib.io.datadir import PathLike
 
@@ -52,7 +54,7 @@ def _decode_with_pyav(path: str, sf_error: Exception) -> Tuple[np.ndarray, int]:
             when PyAV is not installed, finds no audio stream or cannot decode it.
     """
     try:
-        import av
+        import av  # only for files libsndfile cannot open; a missing PyAV is reported per file
 
         chunks, sr = [], None
         with av.open(path) as container:
@@ -115,8 +117,6 @@ def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
         ValueError: ``"<path>: cannot read audio: ..."`` if neither libsndfile nor PyAV can
             parse it; with ``strict``, a truncated file.
     """
-    import soundfile as sf
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: audio file not found")
@@ -154,8 +154,6 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
             non-finite (NaN/Inf) samples, or ``fs`` is not positive; with ``strict``, if it
             is truncated.
     """
-    import soundfile as sf
-
     path = os.fspath(path)
     if fs is not None and fs <= 0:
         raise ValueError(f"{path}: target sample rate must be positive, got {fs}")
@@ -182,8 +180,6 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
     wave = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
     wave = np.ascontiguousarray(wave, dtype=np.float32)
     if fs is not None and fs != sr:
-        import soxr
-
         wave = soxr.resample(wave, sr, fs, quality="HQ").astype(np.float32, copy=False)
         sr = fs
     return wave, int(sr)

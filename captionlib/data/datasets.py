@@ -17,22 +17,19 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from captionlib.data import UNITS
+from captionlib.io.datadir import feats_dim, read_numeric_scp, read_spk2utt, read_text
+from captionlib.io.feats import FeatReader
 from captionlib.text.cleaner import clean_words
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.train import UNITS
 
 
 def _read_dir(data_dir: Union[str, Path]):
-    from captionlib.io.datadir import read_spk2utt, read_text
-    from captionlib.io.feats import FeatReader
-
     data_dir = Path(data_dir)
     for name in ("feats.scp", "text", "spk2utt"):
         if not (data_dir / name).is_file():
             raise FileNotFoundError(f"{data_dir / name}: missing (run the feature dump stage first)")
-    from captionlib.train.common import feats_dim
-
-    dim = feats_dim(str(data_dir)) if (data_dir / "feats_dim").is_file() else None
+    dim = feats_dim(data_dir) if (data_dir / "feats_dim").is_file() else None
     feats = FeatReader(str(data_dir / "feats.scp"), dim=dim)
     text = read_text(data_dir / "text")
     spk2utt = read_spk2utt(data_dir / "spk2utt")
@@ -50,8 +47,6 @@ def clip_frames(data_dir: Union[str, Path], clips: Sequence[str]) -> List[int]:
         FileNotFoundError: no ``utt2num_frames``.
         ValueError: a clip missing from it (or a malformed line, naming file and line).
     """
-    from captionlib.io.datadir import read_numeric_scp
-
     path = Path(data_dir) / "utt2num_frames"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing (written by the feature dump stage; needed for batch_type bucket)")
@@ -64,8 +59,6 @@ def clip_frames(data_dir: Union[str, Path], clips: Sequence[str]) -> List[int]:
 
 def references(data_dir: Union[str, Path]) -> Dict[str, List[List[str]]]:
     """All references of each clip, cleaned and split into words: ``{clip_id: [[w, ...], ...]}``."""
-    from captionlib.io.datadir import read_spk2utt, read_text
-
     data_dir = Path(data_dir)
     text = read_text(data_dir / "text")
     return {c: [clean_words(text[u]) for u in utts] for c, utts in read_spk2utt(data_dir / "spk2utt").items()}

@@ -20,6 +20,7 @@ from typing import Any, List, Sequence, Tuple
 import torch
 from torch import nn
 
+from captionlib.models.captioner import load_model_file
 from captionlib.models.encoding import BatchParts
 
 
@@ -162,8 +163,6 @@ def load_ensemble(model_files: Sequence[str], map_location: str = "cpu") -> Tupl
     Raises:
         ValueError: no file, or files whose token lists (or BPE models) differ, naming them.
     """
-    from captionlib.models.captioner import load_model_file
-
     if not model_files:
         raise ValueError("no model file given")
     loaded = [load_model_file(f, map_location=map_location) for f in model_files]

@@ -32,8 +32,8 @@ from captionlib.decode.ensemble import load_ensemble
 from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.train.checkpoint import atomic_write_text
 from captionlib.utils.distributed import get_device
+from captionlib.utils.fileio import atomic_write_text
 
 @torch.no_grad()
 def caption_batch(
@@ -130,14 +130,33 @@ def decode_feats_scp(
         raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
     if num_threads > 0:
         torch.set_num_threads(num_threads)
-    files = [model_file] if isinstance(model_file, (str, Path)) else list(model_file)
     device = get_device(ngpu)
-    model, obj = load_ensemble([str(f) for f in files], map_location=str(device))
-    model.to(device)
-    if len(files) > 1:
-        logging.info("word-level ensemble of %d models: %s", len(files), ", ".join(map(str, files)))
-    tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
+    model, tokenizer, obj = _load_models(model_file, device)
     reader = FeatReader(feats_scp, dim=model_feats_dim(obj["model_conf"]))
+    lines, sample_lines, nbest_lines = _decode_clips(
+        model, tokenizer, reader, device, batch_size, beam_size, max_len, length_penalty, nbest,
+        num_diversity_samples, sample_temperature, seed,
+    )
+    out = Path(output_dir) / "text"
+    atomic_write_text(out, _format_lines(lines))
+    if num_diversity_samples > 0:
+        atomic_write_text(Path(output_dir) / "text_samples", _format_lines(sample_lines))
+    if nbest > 0:
+        atomic_write_text(Path(output_dir) / "text_nbest", _format_lines(nbest_lines))
+    return out
+
+
+def _decode_clips(
+    model, tokenizer: Tokenizer, reader, device: torch.device, batch_size: int, beam_size: int, max_len: int,
+    length_penalty: float, nbest: int, num_diversity_samples: int, sample_temperature: float, seed: int,
+) -> Tuple[List[str], List[str], List[str]]:
+    """Decode every clip of ``reader`` (a :class:`~captionlib.io.feats.FeatReader`) in batches
+    of ``batch_size`` (other arguments as :func:`decode_feats_scp`), logging the progress.
+
+    Returns:
+        The lines ``<clip-id> <caption>`` of ``text``, ``text_samples`` and ``text_nbest``
+        (the last two empty unless asked for).
+    """
     keys = list(reader.keys())
     lines: List[str] = []
     sample_lines: List[str] = []
@@ -159,13 +178,20 @@ def decode_feats_scp(
             )
         done = i + len(clips)
         logging.info("decoded %d/%d clips (%.1f clips/s)", done, len(keys), done / (time.time() - t0))
-    out = Path(output_dir) / "text"
-    atomic_write_text(out, _format_lines(lines))
-    if num_diversity_samples > 0:
-        atomic_write_text(Path(output_dir) / "text_samples", _format_lines(sample_lines))
-    if nbest > 0:
-        atomic_write_text(Path(output_dir) / "text_nbest", _format_lines(nbest_lines))
-    return out
+    return lines, sample_lines, nbest_lines
+
+
+def _load_models(model_file: Union[str, Sequence[str]], device: torch.device
+                 ) -> Tuple[torch.nn.Module, Tokenizer, dict]:
+    """The model of one model file, or the word-level ensemble of several, on ``device`` in
+    eval mode, with its tokenizer and the (first) file's dict (see
+    :func:`~captionlib.decode.ensemble.load_ensemble`)."""
+    files = [model_file] if isinstance(model_file, (str, Path)) else list(model_file)
+    model, obj = load_ensemble([str(f) for f in files], map_location=str(device))
+    model.to(device)
+    if len(files) > 1:
+        logging.info("word-level ensemble of %d models: %s", len(files), ", ".join(map(str, files)))
+    return model, Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto")), obj
 
 
 def _sample_lines(

@@ -7,7 +7,7 @@ tensors padded with 0 after eos; eos itself is kept in the sequence.
 """
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -136,7 +136,8 @@ def beam_search(
     Finished hypotheses stay in the beam with their final score (their only
     continuation is padding at no cost), so they compete with unfinished ones until the
     end. At ``max_len`` eos is forced at no cost, as in :func:`sample`, so the hypothesis
-    ranked best is exactly the one returned. Final ranking uses ``score / length ** length_penalty`` (0 = plain log-prob sum).
+    ranked best is exactly the one returned. Final ranking uses
+    ``score / length ** length_penalty`` (0 = plain log-prob sum).
 
     Only unfinished hypotheses are fed to the model, so finished ones (and clips whose
     hypotheses have all finished) cost nothing; each clip gets the result it would get alone.
@@ -178,16 +179,8 @@ def beam_search(
     for t in range(1, max_len):
         if alive.numel() == 0:
             break
-        # the k best continuations of every row (B*k, k): a finished row's only one is
-        # padding (id 0) at no cost; an unfinished row's k best words, or eos at max_len
-        cand = scores.new_full((batch * k, k), float("-inf"))
-        cand[:, 0] = scores
-        cand_tok = torch.zeros_like(cand, dtype=tok.dtype)
-        if t == max_len - 1:
-            cand_tok[alive, 0] = eos  # truncation: eos is forced, at no cost (as in sample())
-        else:
-            logp, state = model.step(tok[alive], state)  # (A, V)
-            cand[alive], cand_tok[alive] = (scores[alive, None] + logp).topk(k, dim=-1)
+        # (B*k, k) candidates: k continuations of every row (see _continuations)
+        cand, cand_tok, state = _continuations(model, scores, tok, alive, state, k, t == max_len - 1)
         top, idx = cand.view(batch, k * k).topk(k, dim=-1)  # (B, k)
         # a clip whose hypotheses have all finished keeps its beam as it is (as if alone)
         over = finished.view(batch, k).all(1, keepdim=True)  # (B, 1)
@@ -205,10 +198,39 @@ def beam_search(
             state = model.reorder_state(state, row_in_state[src[alive]])
     final = scores / lengths.pow(length_penalty) if length_penalty else scores
     if nbest:  # stable: ties keep the row order, so the first is argmax's choice
-        ranked = final.view(batch, k).sort(dim=-1, descending=True, stable=True).indices[:, :nbest] + clip_row
-        return (seqs[ranked], final[ranked]) if return_scores else seqs[ranked]
-    best = final.view(batch, k).argmax(-1) + clip_row[:, 0]
-    return (seqs[best], final[best]) if return_scores else seqs[best]
+        chosen = final.view(batch, k).sort(dim=-1, descending=True, stable=True).indices[:, :nbest] + clip_row
+    else:
+        chosen = final.view(batch, k).argmax(-1) + clip_row[:, 0]
+    return (seqs[chosen], final[chosen]) if return_scores else seqs[chosen]
+
+
+def _continuations(
+    model: Any, scores: torch.Tensor, tok: torch.Tensor, alive: torch.Tensor, state: Any, k: int, last: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, Any]:
+    """The k best continuations of every beam row, for one step of :func:`beam_search`.
+
+    A finished row's only continuation is padding (id 0) at no cost; an unfinished row's are
+    its k best words, or (``last``, the step at ``max_len``) eos forced at no cost, as in
+    :func:`sample`, without calling the model.
+
+    Args:
+        model: step-wise decoder; scores: (R,) summed log-probs of the R = batch * k rows;
+        tok: (R,) last token of each row; alive: (A,) indices of the unfinished rows, whose
+        states ``state`` holds in that order; k: beam size; last: the step at ``max_len``.
+
+    Returns:
+        ``(cand, cand_tok, state)``: (R, k) scores and token ids of the continuations
+        (-inf beyond a finished row's first), and the model state after the step.
+    """
+    cand = scores.new_full((scores.size(0), k), float("-inf"))
+    cand[:, 0] = scores
+    cand_tok = torch.zeros_like(cand, dtype=tok.dtype)
+    if last:
+        cand_tok[alive, 0] = model.eos_id
+    else:
+        logp, state = model.step(tok[alive], state)  # (A, V)
+        cand[alive], cand_tok[alive] = (scores[alive, None] + logp).topk(k, dim=-1)
+    return cand, cand_tok, state
 
 
 def _forced_eos(logp: torch.Tensor, eos: int) -> torch.Tensor:

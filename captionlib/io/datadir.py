@@ -213,6 +213,19 @@ def read_numeric_scp(path: PathLike, conv=int) -> Dict[str, Any]:
     return out
 
 
+def feats_dim(data_dir: PathLike) -> int:
+    """Feature dimension D from the one-line ``<data_dir>/feats_dim`` of a dump directory.
+
+    Raises:
+        FileNotFoundError: no feats_dim file.
+    """
+    path = os.path.join(os.fspath(data_dir), "feats_dim")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing (written by the feature dump stage)")
+    with open(path, encoding="utf-8") as f:
+        return int(f.read().split()[0])
+
+
 def read_utf8(path: PathLike, error: Type[Exception] = ValueError, what: str = "file") -> str:
     """The text of a UTF-8 file (a BOM is dropped).
 

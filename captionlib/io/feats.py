@@ -27,9 +27,14 @@ import sys
 import time
 from typing import Dict, Iterator, KeysView, Optional
 
+import kaldiio
 import numpy as np
 
 from captionlib.io.datadir import PathLike, read_scp, write_lines_atomic, write_scp
+from captionlib.utils.cli import str_or_none
+
+# h5py is imported where an HDF5 file is opened: the binaries' parsers import this module,
+# and their --help must not pay for h5py (tests/captionbin/test_caption_export_cnn.py).
 
 FILETYPES = ("ark", "hdf5")
 _H5_SUFFIXES = (".h5", ".hdf5")
@@ -95,8 +100,6 @@ class FeatWriter:
         self._scp_lines = []
         self._closed = False
         if filetype == "ark":
-            import kaldiio
-
             self._tmp_scp = self.scp_path + ".tmp"
             self._helper = kaldiio.WriteHelper(f"ark,scp:{self.data_path},{self._tmp_scp}")
         else:
@@ -244,8 +247,6 @@ class FeatShardWriter(FeatWriter):
 def add_shard_arguments(parser, log_interval: int = 100) -> None:
     """Add the output options of a shard job (``--out_prefix``, ``--filetype``, ``--log_interval``,
     ``--write_num_frames``): the arguments of :class:`FeatShardWriter` that a binary exposes."""
-    from captionlib.utils.cli import str_or_none
-
     parser.add_argument(
         "--out_prefix", default=None, help="(required) output path without extension, e.g. DIR/feats.JOB"
     )
@@ -337,8 +338,6 @@ class FeatReader:
             except KeyError:
                 raise KeyError(f"{self.feats_scp}: dataset {dset!r} not found in {path}") from None
         else:
-            import kaldiio
-
             try:
                 arr = kaldiio.load_mat(value, fd_dict=ark)
             except Exception as e:  # a truncated or overwritten ark

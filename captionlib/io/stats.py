@@ -13,6 +13,7 @@ from typing import Dict
 import numpy as np
 
 from captionlib.io.datadir import PathLike
+from captionlib.io.feats import FeatReader
 
 
 def compute_feats_stats(feats_scp: PathLike, output: PathLike) -> Dict[str, np.ndarray]:
@@ -32,8 +33,6 @@ def compute_feats_stats(feats_scp: PathLike, output: PathLike) -> Dict[str, np.n
         ValueError: empty scp, no frames at all, or a clip whose dimension differs
             from the first clip's (message names the clip and the scp).
     """
-    from captionlib.io.feats import FeatReader
-
     feats_scp = os.fspath(feats_scp)
     total = None
     total_sq = None

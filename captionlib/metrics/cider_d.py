@@ -20,7 +20,7 @@ here exactly as the reference implementation ``pycocoevalcap.cider.CiderScorer``
 which is what ``pycocoevalcap.cider.Cider().compute_score`` does;
 :func:`mean_cider_d_of_sets` scores several captions per clip (e.g. 5 samples, seed 001)
 with those same statistics. For rewards, :class:`DocumentFrequency` is built once from
-the train references (stage 4 of the recipe writes it as ``exp/stats/cider_df.pkl``) and
+the train references (stage 4 of the recipe writes it as ``exp/stats/cider_df.npz``) and
 :class:`CiderD` scores all candidates of a batch (samples and greedy baseline) in one
 vectorised call, with each clip's reference tf matrix and norms cached.
 :func:`batch_cider_d` is the per-mini-batch alternative of seed 000 (document frequencies
@@ -33,8 +33,9 @@ The implementation is our own (integer-encoded n-grams, see
 
 import logging
 import math
+import os
 import pickle
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class DocumentFrequency:
     """n-gram document frequencies of a reference corpus (the CIDEr-D "idf" statistics).
 
     One document is the set of all references of one clip, as in pycocoevalcap. This is
-    the stage-4 artifact of the recipe (``exp/stats/cider_df.pkl``, written by
+    the stage-4 artifact of the recipe (``exp/stats/cider_df.npz``, written by
     ``caption_compute_cider_df``), computed once from the *train* references and reused
     by every RL run.
 
@@ -150,34 +151,72 @@ class DocumentFrequency:
         pos = self.index(keys)
         return np.where(pos >= 0, self.log_counts[np.maximum(pos, 0)], 0.0)
 
-    def save(self, path: str) -> None:
-        """Write a pickle (``n``, ``num_docs``, ``words``, ``keys``, ``counts``)."""
-        obj = {
-            "format": _DF_FORMAT,
-            "version": _DF_VERSION,
-            "n": self.n,
-            "num_docs": self.num_docs,
-            "words": self.words,
-            "keys": self.keys,
-            "counts": self.counts,
-        }
-        with open(path, "wb") as f:
-            pickle.dump(obj, f, protocol=4)
+    def save(self, path: Union[str, BinaryIO]) -> None:
+        """Write an ``.npz`` archive: ``format``, ``version``, ``n``, ``num_docs``, ``words`` (a
+        unicode array), ``keys`` (uint64), ``counts`` (float64).
+
+        numpy's ``.npz`` holds plain arrays only and is read with ``allow_pickle=False``, so
+        the file cannot carry code (the pickles of older versions could); the uint64 keys
+        stay exact and compact, which JSON would not give.
+
+        Args:
+            path: a file name (written atomically, under exactly this name) or a binary file.
+        """
+        if isinstance(path, (str, os.PathLike)):
+            from captionlib.utils.fileio import atomic_open
+
+            with atomic_open(path) as f:
+                self.save(f)
+            return
+        np.savez(
+            path, format=np.array(_DF_FORMAT), version=np.array(_DF_VERSION), n=np.array(self.n),
+            num_docs=np.array(self.num_docs), words=np.array(self.words, dtype=str),
+            keys=self.keys, counts=self.counts,
+        )
 
     @classmethod
-    def load(cls, path: str) -> "DocumentFrequency":
-        """Read a file written by :meth:`save`.
+    def load(cls, path: str, trust_pickle: bool = False) -> "DocumentFrequency":
+        """Read a file written by :meth:`save` (``.npz``, read with ``allow_pickle=False``).
+
+        Args:
+            path: the file.
+            trust_pickle: also read the pickle of older captionlib versions (``cider_df.pkl``).
+                Unpickling runs any code the file holds: only for files you made yourself.
 
         Raises:
-            ValueError: if the file is not a captionlib document-frequency pickle.
+            FileNotFoundError: no such file.
+            ValueError: naming ``path``: a pickle without ``trust_pickle`` (saying how to
+                convert it), or not a captionlib document-frequency file.
         """
+        from captionlib.utils.fileio import convert_command
+
+        path = os.fspath(path)
         with open(path, "rb") as f:
-            obj = pickle.load(f)
-        if not isinstance(obj, dict) or obj.get("format") != _DF_FORMAT:
-            raise ValueError(f"{path}: not a captionlib CIDEr-D document-frequency file")
-        if obj.get("version") != _DF_VERSION:
-            raise ValueError(f"{path}: unsupported version {obj.get('version')}")
-        return cls(obj["n"], obj["num_docs"], obj["words"], obj["keys"], obj["counts"])
+            is_npz = f.read(4) == b"PK\x03\x04"  # a zip archive; a pickle starts otherwise
+        if not is_npz and not trust_pickle:
+            npz = (path[: -len(".pkl")] if path.endswith(".pkl") else path) + ".npz"
+            raise ValueError(
+                f"{path}: not an .npz CIDEr-D document-frequency file. If it is the pickle (cider_df.pkl) of an "
+                "older captionlib: unpickling can run any code a file holds, so it is read only with "
+                "--trust_pickle true (for files you made yourself); better convert it once: "
+                f"`{convert_command(path, npz)}`, or recompute it with caption_compute_cider_df (recipe stage 4)")
+        try:
+            if is_npz:
+                with np.load(path, allow_pickle=False) as z:  # object arrays are refused
+                    obj = {k: z[k] for k in z.files}
+                obj.update({k: obj[k].item() for k in ("format", "version", "n", "num_docs") if k in obj})
+                obj["words"] = obj["words"].tolist()
+            else:
+                with open(path, "rb") as f:
+                    obj = pickle.load(f)
+            if not isinstance(obj, dict) or obj.get("format") != _DF_FORMAT:
+                raise ValueError("no captionlib.cider_df format key")
+            if obj.get("version") != _DF_VERSION:
+                raise ValueError(f"unsupported version {obj.get('version')}")
+            return cls(obj["n"], obj["num_docs"], obj["words"], obj["keys"], obj["counts"])
+        except (ValueError, TypeError, OSError, EOFError, KeyError, pickle.UnpicklingError) as e:
+            raise ValueError(f"{path}: not a captionlib CIDEr-D document-frequency file "
+                             f"({type(e).__name__}: {e})") from None
 
 
 class _ClipRefs:
@@ -592,8 +631,6 @@ def read_clip_references(text: str, utt2spk: Optional[str] = None) -> Dict[str, 
         ValueError: for malformed lines (file and line named), a caption id missing from
             ``utt2spk``, or a caption id not of the form ``<clip-id>-<k>`` without utt2spk.
     """
-    import os
-
     from captionlib.io.datadir import read_text, read_utt2spk
     from captionlib.text.cleaner import clean_words
 
@@ -625,21 +662,16 @@ def compute_cider_df(
 
     Args:
         text: ``data/<train>/text``.
-        output: e.g. ``exp/stats/cider_df.pkl`` (parent directories created).
+        output: e.g. ``exp/stats/cider_df.npz`` (written atomically, parent directories created).
         utt2spk: caption -> clip map (default: next to ``text``, else caption-id prefix).
         n: highest n-gram order.
 
     Returns:
         The document frequencies written.
     """
-    import os
-
     refs = read_clip_references(text, utt2spk)
     df = DocumentFrequency.from_references(refs, n=n)
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    tmp = output + ".tmp"
-    df.save(tmp)
-    os.replace(tmp, output)
+    df.save(output)
     logging.info(
         "%d clips, %d references, %d n-grams (n<=%d) -> %s",
         df.num_docs, sum(len(v) for v in refs.values()), len(df), n, output,

@@ -23,6 +23,10 @@ from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import pycocoevalcap.bleu.bleu as _bleu  # pycocoevalcap is a namespace package: a module locates it
+from pycocoevalcap.cider.cider_scorer import CiderScorer
+from pycocoevalcap.meteor.meteor import Meteor
+from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, STANFORD_CORENLP_3_4_1_JAR
 
 
 def java_available(java: str = "java") -> Optional[str]:
@@ -32,9 +36,8 @@ def java_available(java: str = "java") -> Optional[str]:
     return None
 
 
-def _pycoco_dir(sub: str) -> str:
-    import pycocoevalcap.bleu.bleu as _bleu  # noqa: F401  (pycocoevalcap is a namespace package)
-
+def pycoco_dir(sub: str) -> str:
+    """The directory ``sub`` (``tokenizer``, ``spice``, ...) of the installed pycocoevalcap."""
     base = os.path.dirname(os.path.dirname(os.path.abspath(_bleu.__file__)))
     return os.path.join(base, sub)
 
@@ -58,11 +61,9 @@ def ptb_tokenize(
     Raises:
         RuntimeError: if Java fails or returns a different number of lines.
     """
-    from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, STANFORD_CORENLP_3_4_1_JAR
-
     if not sentences:
         return []
-    jar = os.path.join(_pycoco_dir("tokenizer"), STANFORD_CORENLP_3_4_1_JAR)
+    jar = os.path.join(pycoco_dir("tokenizer"), STANFORD_CORENLP_3_4_1_JAR)
     text = "\n".join(s.replace("\n", " ").replace("\r", " ") for s in sentences)
     fd, path = tempfile.mkstemp(prefix="ptb_", suffix=".txt", dir=tmp_dir)
     try:
@@ -98,8 +99,6 @@ def get_meteor():
             logging.warning("METEOR process died; restarting it")
             _METEOR = None
         if _METEOR is None:
-            from pycocoevalcap.meteor.meteor import Meteor
-
             _METEOR = Meteor()
             atexit.register(close_meteor)
         return _METEOR
@@ -222,7 +221,6 @@ def pycoco_cider_with_df(
     Returns:
         float64 ``(len(pairs),)`` scores.
     """
-    from pycocoevalcap.cider.cider_scorer import CiderScorer
 
     class _FixedDF(CiderScorer):
         # compute_cider() assigns ref_len = log(#pairs); keep log(num_docs) instead.

@@ -27,16 +27,22 @@ plus ``skipped: {key: reason}`` for every ``None``: a metric that cannot run (no
 CoreNLP jars, no sampled captions, ...) or was not requested is never given a number.
 """
 
+import dataclasses
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d, mean_cider_d_of_sets
+from captionlib.metrics.diversity import diversity_metrics
+from captionlib.metrics.pycoco import java_available, meteor_score, ptb_tokenize
 from captionlib.metrics.rouge import corpus_rouge_l
+from captionlib.metrics.spice import compute_spice, spice_unavailable_reason
+from captionlib.text.cleaner import clean_caption, clean_words
+from captionlib.utils.fileio import atomic_write_text
 
 PRECISION_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
 #: Mean CIDEr-D of the sampled captions (``hyp_samples``), seed 001's precision of the samples.
@@ -106,8 +112,6 @@ def tokenize_for_scoring(
         ``(refs, hyps, fallback reason or None, hyp_sets or None)`` with space-joined
         token strings.
     """
-    from captionlib.metrics.pycoco import java_available, ptb_tokenize
-
     clips = list(refs)
     sets = hyp_sets or {}
     sentences = [r for c in clips for r in refs[c]] + [hyps[c] for c in clips]
@@ -116,8 +120,6 @@ def tokenize_for_scoring(
     if reason is None:
         toks = ptb_tokenize(sentences, java=java, tmp_dir=tmp_dir)
     else:
-        from captionlib.text.cleaner import clean_caption
-
         reason = f"{reason}: tokenized with captionlib.text.cleaner instead of the PTB tokenizer"
         logging.warning(reason)
         toks = [clean_caption(s) for s in sentences]
@@ -135,16 +137,33 @@ def tokenize_for_scoring(
     return out_refs, out_hyps, reason, (out_sets if hyp_sets is not None else None)
 
 
+@dataclasses.dataclass(frozen=True)
+class SpiceOptions:
+    """How SPICE runs: the arguments of :func:`captionlib.metrics.spice.compute_spice` besides the captions.
+
+    Attributes:
+        lib_dir: directory with the CoreNLP 3.6.0 jars (``None``: ``$CAPTIONLIB_SPICE_LIB``).
+        cache_dir: SPICE's parse cache (e.g. under the experiment dir); ``None``: no cache.
+        heap: JVM maximum heap (``-Xmx``), e.g. ``"8G"``.
+        timeout: seconds before the Java process is killed (``None``: no limit).
+        threads: SPICE worker threads (``None``: SPICE's own default, all cores).
+        rhino_jar: Rhino jar for Java >= 15 (``None``: ``$CAPTIONLIB_RHINO_JAR`` or
+            ``/usr/share/java/rhino.jar``).
+    """
+
+    lib_dir: Optional[str] = None
+    cache_dir: Optional[str] = None
+    heap: str = "8G"
+    timeout: Optional[float] = 3600.0
+    threads: Optional[int] = None
+    rhino_jar: Optional[str] = None
+
+
 def compute_caption_scores(
     refs: Mapping[str, Sequence[str]],
     hyps: Mapping[str, str],
     metrics: Union[str, Sequence[str]] = DEFAULT_METRICS,
-    spice_lib_dir: Optional[str] = None,
-    spice_cache_dir: Optional[str] = None,
-    spice_heap: str = "8G",
-    spice_timeout: Optional[float] = 3600.0,
-    spice_threads: Optional[int] = None,
-    rhino_jar: Optional[str] = None,
+    spice: SpiceOptions = SpiceOptions(),
     java: str = "java",
     tmp_dir: Optional[str] = None,
     hyp_samples: Optional[Mapping[str, Sequence[str]]] = None,
@@ -158,10 +177,7 @@ def compute_caption_scores(
         hyps: ``{clip_id: raw hypothesis caption}``; exactly the clips of ``refs``.
         metrics: comma-separated subset of ``bleu, bleu_1..bleu_4, meteor, rouge_l,
             cider_d, spice, spider`` (``spider`` also computes CIDEr-D and SPICE).
-        spice_lib_dir: directory with the CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
-        spice_cache_dir: SPICE parse cache (e.g. under the experiment dir); ``None``: no cache.
-        spice_heap, spice_timeout, spice_threads, rhino_jar: see
-            :func:`captionlib.metrics.spice.compute_spice`.
+        spice: how SPICE runs (jars, cache, heap, timeout, threads, Rhino); see :class:`SpiceOptions`.
         java: java executable (PTB tokenizer, METEOR, SPICE).
         tmp_dir: temporary files.
         hyp_samples: ``{clip_id: [raw sampled caption, ...]}`` (e.g. 5 per clip) for
@@ -180,6 +196,40 @@ def compute_caption_scores(
         ValueError: if the clip sets differ (hypotheses, references, samples or N-best),
             a clip has no reference or no sample, or nothing to score.
     """
+    _check_inputs(refs, hyps, hyp_samples, hyp_nbest)
+    wanted = parse_metrics(metrics)
+    result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
+    skipped: Dict[str, str] = {k: "not requested (--metrics)" for k in PRECISION_KEYS if k not in wanted}
+    tok_refs, tok_hyps, tok_reason, tok_samples = tokenize_for_scoring(
+        refs, hyps, java=java, tmp_dir=tmp_dir, hyp_sets=hyp_samples
+    )
+    if tok_reason:
+        skipped["PTB-tokenizer"] = tok_reason
+    w_refs = {c: [r.split() for r in rs] for c, rs in tok_refs.items()}
+    w_hyps = {c: h.split() for c, h in tok_hyps.items()}
+    result.update(_bleu_scores(w_refs, w_hyps, wanted))
+    if "ROUGE-L" in wanted:
+        result["ROUGE-L"] = _rouge_l_score(w_refs, w_hyps, per_clip)
+    result.update(_cider_d_scores(w_refs, w_hyps, tok_samples, wanted, per_clip, skipped))
+    if "METEOR" in wanted:
+        result["METEOR"] = _meteor_score(tok_refs, tok_hyps, java, skipped)
+    if "SPICE" in wanted or "SPIDEr" in wanted:
+        result["SPICE"] = _spice_score(tok_refs, tok_hyps, spice, java, tmp_dir, skipped)
+    if "SPIDEr" in wanted:
+        result["SPIDEr"] = _spider_score(result["CIDEr-D"], result["SPICE"], skipped)
+    result.update(diversity_scores(hyps, hyp_samples, skipped, hyp_nbest))
+    result["skipped"] = skipped
+    return result
+
+
+def _check_inputs(
+    refs: Mapping[str, Sequence[str]],
+    hyps: Mapping[str, str],
+    hyp_samples: Optional[Mapping[str, Sequence[str]]],
+    hyp_nbest: Optional[Mapping[str, Sequence[str]]],
+) -> None:
+    """Raise ValueError unless every clip has references and all inputs cover the same clips (see
+    :func:`compute_caption_scores`)."""
     if set(refs) != set(hyps):
         raise ValueError("references and hypotheses must cover the same clips")
     if not refs:
@@ -189,83 +239,109 @@ def compute_caption_scores(
             raise ValueError(f"clip {c!r} has no reference")
     _check_same_clips(hyps, hyp_samples, "sampled captions")
     _check_same_clips(hyps, hyp_nbest, "N-best beam hypotheses")
-    wanted = parse_metrics(metrics)
-    result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
-    skipped: Dict[str, str] = {}
-    for k in PRECISION_KEYS:
-        if k not in wanted:
-            skipped[k] = "not requested (--metrics)"
 
-    tok_refs, tok_hyps, tok_reason, tok_samples = tokenize_for_scoring(
-        refs, hyps, java=java, tmp_dir=tmp_dir, hyp_sets=hyp_samples
-    )
-    if tok_reason:
-        skipped["PTB-tokenizer"] = tok_reason
-    w_refs = {c: [r.split() for r in rs] for c, rs in tok_refs.items()}
-    w_hyps = {c: h.split() for c, h in tok_hyps.items()}
 
-    if any(k.startswith("BLEU") for k in wanted):
-        bleu, _ = corpus_bleu(w_refs, w_hyps, n=4)
-        for k in range(4):
-            if f"BLEU-{k + 1}" in wanted:
-                result[f"BLEU-{k + 1}"] = float(bleu[k])
-    if "ROUGE-L" in wanted:
-        result["ROUGE-L"], rouge_per_clip = corpus_rouge_l(w_refs, w_hyps)
+def _bleu_scores(w_refs: Mapping[str, List[List[str]]], w_hyps: Mapping[str, List[str]],
+                 wanted: Sequence[str]) -> Dict[str, float]:
+    """The BLEU-n of ``wanted`` (corpus BLEU, Papineni et al. 2002) of the PTB-tokenized words."""
+    if not any(k.startswith("BLEU") for k in wanted):
+        return {}
+    bleu, _ = corpus_bleu(w_refs, w_hyps, n=4)
+    return {f"BLEU-{n}": float(bleu[n - 1]) for n in range(1, 5) if f"BLEU-{n}" in wanted}
+
+
+def _rouge_l_score(w_refs: Mapping[str, List[List[str]]], w_hyps: Mapping[str, List[str]],
+                   per_clip: Optional[Dict[str, Dict[str, float]]]) -> float:
+    """Corpus ROUGE-L (Lin 2004, pycocoevalcap's F-measure, beta 1.2); its clip scores go to ``per_clip``."""
+    score, clip_scores = corpus_rouge_l(w_refs, w_hyps)
+    if per_clip is not None:
+        per_clip["ROUGE-L"] = dict(clip_scores)
+    return score
+
+
+def _cider_d_scores(
+    w_refs: Mapping[str, List[List[str]]],
+    w_hyps: Mapping[str, List[str]],
+    tok_samples: Optional[Mapping[str, List[str]]],
+    wanted: Sequence[str],
+    per_clip: Optional[Dict[str, Dict[str, float]]],
+    skipped: Dict[str, str],
+) -> Dict[str, float]:
+    """CIDEr-D (Vedantam et al. 2015; also when only SPIDEr is wanted) and CIDEr-D (samples).
+
+    Args:
+        w_refs, w_hyps: PTB-tokenized words of the references and hypotheses.
+        tok_samples: PTB-tokenized sampled captions, or ``None``.
+        wanted: the requested score keys (:func:`parse_metrics`).
+        per_clip: receives the clip scores of CIDEr-D.
+        skipped: updated in place: CIDEr-D leaves it when computed; the reason
+            CIDEr-D (samples) is not.
+
+    Returns:
+        The computed scores among ``CIDEr-D`` and :data:`SAMPLE_CIDER_KEY`.
+    """
+    out: Dict[str, float] = {}
+    if "CIDEr-D" in wanted or "SPIDEr" in wanted:
+        out["CIDEr-D"], clip_scores = corpus_cider_d(w_refs, w_hyps)
         if per_clip is not None:
-            per_clip["ROUGE-L"] = dict(rouge_per_clip)
-    need_cider = "CIDEr-D" in wanted or "SPIDEr" in wanted
-    need_spice = "SPICE" in wanted or "SPIDEr" in wanted
-    if need_cider:
-        result["CIDEr-D"], cider_per_clip = corpus_cider_d(w_refs, w_hyps)
-        if per_clip is not None:
-            per_clip["CIDEr-D"] = dict(cider_per_clip)
+            per_clip["CIDEr-D"] = dict(clip_scores)
         skipped.pop("CIDEr-D", None)
     if tok_samples is None:
         skipped[SAMPLE_CIDER_KEY] = NO_SAMPLES_REASON
     elif "CIDEr-D" not in wanted:
         skipped[SAMPLE_CIDER_KEY] = "not requested (--metrics: cider_d)"
     else:
-        result[SAMPLE_CIDER_KEY], _ = mean_cider_d_of_sets(
+        out[SAMPLE_CIDER_KEY], _ = mean_cider_d_of_sets(
             w_refs, {c: [s.split() for s in ss] for c, ss in tok_samples.items()}
         )
-    if "METEOR" in wanted:
-        from captionlib.metrics.pycoco import java_available, meteor_score
+    return out
 
-        reason = java_available(java)
-        if reason:
-            skipped["METEOR"] = f"METEOR needs Java: {reason}"
-        else:
-            result["METEOR"], _ = meteor_score(tok_refs, tok_hyps)
-    if need_spice:
-        from captionlib.metrics.spice import compute_spice, spice_unavailable_reason
 
-        reason = spice_unavailable_reason(spice_lib_dir, rhino_jar, java)
-        if reason is None:
-            try:
-                spice, per = compute_spice(
-                    tok_refs, tok_hyps, cache_dir=spice_cache_dir, spice_lib_dir=spice_lib_dir,
-                    rhino_jar=rhino_jar, heap=spice_heap, timeout=spice_timeout, java=java,
-                    threads=spice_threads, tmp_dir=tmp_dir,
-                )
-                if spice != spice:  # NaN
-                    nan = sum(1 for v in per.values() if v != v)
-                    reason = f"SPICE returned no F-score for {nan} clips"
-                else:
-                    result["SPICE"] = spice
-                    skipped.pop("SPICE", None)
-            except RuntimeError as e:
-                reason = str(e)
-                logging.error("SPICE failed: %s", reason)
-        if reason is not None:
-            skipped["SPICE"] = reason
-    if "SPIDEr" in wanted:
-        if result["SPICE"] is not None and result["CIDEr-D"] is not None:
-            result["SPIDEr"] = (result["CIDEr-D"] + result["SPICE"]) / 2.0
-        else:
-            skipped["SPIDEr"] = f"SPIDEr needs SPICE: {skipped.get('SPICE', 'not computed')}"
-    result.update(diversity_scores(hyps, hyp_samples, skipped, hyp_nbest))
-    result["skipped"] = skipped
-    return result
+def _meteor_score(tok_refs: Mapping[str, List[str]], tok_hyps: Mapping[str, str], java: str,
+                  skipped: Dict[str, str]) -> Optional[float]:
+    """METEOR 1.5 (pycocoevalcap's jar), or ``None`` with the reason in ``skipped`` when Java is missing."""
+    reason = java_available(java)
+    if reason:
+        skipped["METEOR"] = f"METEOR needs Java: {reason}"
+        return None
+    score, _ = meteor_score(tok_refs, tok_hyps)
+    return score
+
+
+def _spice_score(tok_refs: Mapping[str, List[str]], tok_hyps: Mapping[str, str], spice: SpiceOptions, java: str,
+                 tmp_dir: Optional[str], skipped: Dict[str, str]) -> Optional[float]:
+    """SPICE (Anderson et al. 2016), or ``None`` with the reason in ``skipped``.
+
+    The reason is: the jars or Java missing, SPICE failing (also logged as an error), or no F-score
+    for some clip. A computed SPICE leaves ``skipped``.
+    """
+    reason = spice_unavailable_reason(spice.lib_dir, spice.rhino_jar, java)
+    if reason is None:
+        try:
+            score, clip_scores = compute_spice(
+                tok_refs, tok_hyps, cache_dir=spice.cache_dir, spice_lib_dir=spice.lib_dir,
+                rhino_jar=spice.rhino_jar, heap=spice.heap, timeout=spice.timeout, java=java,
+                threads=spice.threads, tmp_dir=tmp_dir,
+            )
+            if score != score:  # NaN
+                nan = sum(1 for v in clip_scores.values() if v != v)
+                reason = f"SPICE returned no F-score for {nan} clips"
+            else:
+                skipped.pop("SPICE", None)
+                return score
+        except RuntimeError as e:
+            reason = str(e)
+            logging.error("SPICE failed: %s", reason)
+    skipped["SPICE"] = reason
+    return None
+
+
+def _spider_score(cider_d: Optional[float], spice: Optional[float], skipped: Dict[str, str]) -> Optional[float]:
+    """SPIDEr = (CIDEr-D + SPICE) / 2 (Liu et al., ICCV 2017), or ``None`` with the reason in ``skipped``."""
+    if spice is not None and cider_d is not None:
+        return (cider_d + spice) / 2.0
+    skipped["SPIDEr"] = f"SPIDEr needs SPICE: {skipped.get('SPICE', 'not computed')}"
+    return None
 
 
 def _check_same_clips(hyps: Mapping[str, str], sets: Optional[Mapping[str, Sequence[str]]], what: str) -> None:
@@ -301,8 +377,6 @@ def diversity_scores(
     Raises:
         ValueError: if the sampled or N-best clips differ from the hypothesis clips.
     """
-    from captionlib.text.cleaner import clean_caption
-
     _check_same_clips(hyps, hyp_samples, "sampled captions")
     _check_same_clips(hyps, hyp_nbest, "N-best beam hypotheses")
     out: Dict[str, Optional[float]] = {
@@ -318,9 +392,6 @@ def _set_diversity(
     skipped: Dict[str, str],
 ) -> Dict[str, Optional[float]]:
     """Div-1, Div-2, mBLEU-4 of ``{clip_id: [raw caption, ...]}`` under ``keys`` (in that order)."""
-    from captionlib.metrics.diversity import diversity_metrics
-    from captionlib.text.cleaner import clean_caption
-
     out: Dict[str, Optional[float]] = {k: None for k in keys}
     if sets is None:
         skipped.update({k: absent for k in keys})
@@ -346,9 +417,6 @@ def read_references(ref_dir: str) -> Dict[str, List[str]]:
             caption id (naming file and line, see :mod:`captionlib.io.datadir`), a caption id
             without clip, or a caption id of utt2spk/spk2utt without a line in ``text``.
     """
-    from captionlib.io.datadir import read_spk2utt, read_text, read_utt2spk
-    from captionlib.text.cleaner import clean_words
-
     text_path = os.path.join(ref_dir, "text")
     if not os.path.isfile(text_path):
         raise FileNotFoundError(f"{text_path}: no such file (reference data dir)")
@@ -385,8 +453,6 @@ def read_hypotheses(path: str) -> Dict[str, str]:
     Raises:
         ValueError: for a duplicate clip id or a malformed line, naming the file and line.
     """
-    from captionlib.io.datadir import read_scp
-
     return read_scp(path, allow_empty_value=True)
 
 
@@ -446,11 +512,11 @@ def score_caption_files(
     hyp: str,
     output: str,
     metrics: Union[str, Sequence[str]] = DEFAULT_METRICS,
-    spice_lib_dir: Optional[str] = None,
-    spice_cache_dir: Optional[str] = None,
+    spice: SpiceOptions = SpiceOptions(),
     hyp_samples: Optional[str] = None,
     hyp_nbest: Optional[str] = None,
-    **kwargs: Any,
+    java: str = "java",
+    tmp_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Score a decode ``text`` file; write ``score.json``, ``result.txt`` and ``per_clip.json``.
 
@@ -463,13 +529,13 @@ def score_caption_files(
             corpus score is the mean of its per-clip scores. It feeds the paired bootstrap
             of :mod:`captionlib.metrics.significance`.
         metrics: see :func:`compute_caption_scores`.
-        spice_lib_dir: CoreNLP 3.6.0 jars (else ``$CAPTIONLIB_SPICE_LIB``).
-        spice_cache_dir: SPICE cache (default ``<dir of output>/spice_cache``).
+        spice: how SPICE runs (:class:`SpiceOptions`); its ``cache_dir`` defaults to
+            ``<dir of output>/spice_cache``.
         hyp_samples: ``text_samples`` of ``caption_decode --num_diversity_samples`` (ids
             ``<clip-id>#<k>``) for CIDEr-D (samples), Div-1, Div-2, mBLEU-4; ``None``: skipped.
         hyp_nbest: ``text_nbest`` of ``caption_decode --nbest`` (ids ``<clip-id>#<rank>``) for
             Div-1 (beams), Div-2 (beams), mBLEU-4 (beams); ``None``: skipped.
-        **kwargs: passed to :func:`compute_caption_scores`.
+        java, tmp_dir: see :func:`compute_caption_scores`.
 
     Returns:
         The score dict written to ``score.json``.
@@ -495,17 +561,17 @@ def score_caption_files(
     samples, nbest = (None if p is None else _read_sets_of(p, hyps, hyp) for p in (hyp_samples, hyp_nbest))
     out_dir = os.path.dirname(os.path.abspath(output))
     os.makedirs(out_dir, exist_ok=True)
-    if spice_cache_dir is None:
-        spice_cache_dir = os.path.join(out_dir, "spice_cache")
+    if spice.cache_dir is None:
+        spice = dataclasses.replace(spice, cache_dir=os.path.join(out_dir, "spice_cache"))
     per_clip: Dict[str, Dict[str, float]] = {}
     result = compute_caption_scores(
-        refs, hyps, metrics=metrics, spice_lib_dir=spice_lib_dir,
-        spice_cache_dir=spice_cache_dir, hyp_samples=samples, per_clip=per_clip, hyp_nbest=nbest, **kwargs,
+        refs, hyps, metrics=metrics, spice=spice, java=java, tmp_dir=tmp_dir, hyp_samples=samples,
+        per_clip=per_clip, hyp_nbest=nbest,
     )
-    _atomic_write(output, json.dumps(result, indent=2) + "\n")
-    _atomic_write(os.path.join(out_dir, "per_clip.json"), json.dumps(per_clip, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(output, json.dumps(result, indent=2) + "\n")
+    atomic_write_text(os.path.join(out_dir, "per_clip.json"), json.dumps(per_clip, indent=1, sort_keys=True) + "\n")
     header = f"{hyp} vs {ref_dir} ({len(hyps)} clips)"
-    _atomic_write(os.path.join(out_dir, "result.txt"), format_result(result, header))
+    atomic_write_text(os.path.join(out_dir, "result.txt"), format_result(result, header))
     for line in format_result(result, header).splitlines():
         logging.info(line)
     return result
@@ -518,11 +584,3 @@ def _read_sets_of(path: str, hyps: Mapping[str, str], hyp: str) -> Dict[str, Lis
         bad = sorted(set(sets) ^ set(hyps))
         raise ValueError(f"{path} and {hyp} cover different clips ({len(bad)} differ, e.g. {bad[:5]})")
     return sets
-
-
-def _atomic_write(path: str, text: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -31,18 +31,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from captionlib.metrics.pycoco import pycoco_dir
+
 CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
 ENV_SPICE_LIB = "CAPTIONLIB_SPICE_LIB"
 ENV_RHINO_JAR = "CAPTIONLIB_RHINO_JAR"
 DEFAULT_RHINO_JAR = "/usr/share/java/rhino.jar"
 ADD_OPENS = ("java.lang", "java.util", "java.math", "java.util.concurrent", "java.net", "java.text")
 SPICE_JAR = "spice-1.0.jar"
-
-
-def _spice_dir() -> str:
-    import pycocoevalcap.bleu.bleu as _bleu  # pycocoevalcap is a namespace package
-
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(_bleu.__file__))), "spice")
 
 
 def java_major_version(java: str = "java") -> Optional[int]:
@@ -70,7 +66,7 @@ def find_corenlp_dir(spice_lib_dir: Optional[str] = None) -> Tuple[Optional[str]
         candidates.append(spice_lib_dir)
     if os.environ.get(ENV_SPICE_LIB):
         candidates.append(os.environ[ENV_SPICE_LIB])
-    candidates.append(os.path.join(_spice_dir(), "lib"))
+    candidates.append(os.path.join(pycoco_dir("spice"), "lib"))
     for d in candidates:
         if all(os.path.isfile(os.path.join(d, j)) for j in CORENLP_JARS):
             return d, ", ".join(candidates)
@@ -120,7 +116,7 @@ def spice_command(
         raise RuntimeError(reason)
     version = java_major_version(java) or 8
     lib, _ = find_corenlp_dir(spice_lib_dir)
-    spice_dir = _spice_dir()
+    spice_dir = pycoco_dir("spice")
     classpath = os.pathsep.join(
         [os.path.join(spice_dir, SPICE_JAR), os.path.join(spice_dir, "lib", "*")]
         + [os.path.join(lib, j) for j in CORENLP_JARS]

@@ -15,6 +15,7 @@ from torch import nn
 from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
 from captionlib.models.encoding import BatchParts, cat_encodings
+from captionlib.utils.fileio import load_checkpoint
 
 ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder}
 #: Clips per encoder call in eval mode, by device type (see :meth:`Captioner.encode`). A device
@@ -224,24 +225,28 @@ def model_file_dict(model: Captioner, model_conf: Dict[str, Any], token_list: Se
     }
 
 
-def load_model_file(path: str, map_location: str = "cpu") -> Tuple[Captioner, dict]:
-    """Load a model file written by the trainers.
+def load_model_file(path: str, map_location: str = "cpu", data: Optional[bytes] = None,
+                    member: Optional[str] = None) -> Tuple[Captioner, dict]:
+    """Load a model file written by the trainers, without running code (see
+    :func:`captionlib.utils.fileio.load_checkpoint`, whose ``data``/``member`` read it from
+    an archive's member).
 
     Returns:
         (model in eval mode, the file's dict).
 
     Raises:
         FileNotFoundError: no such file.
+        UnsafeFileError: (a ValueError) the file needs unsafe unpickling (naming it, the types
+            refused and the converter command).
         ValueError: a truncated or foreign file, or one that lacks
             ``model``/``model_conf``/``token_list`` (naming the path).
     """
-    from captionlib.train.checkpoint import load_checkpoint
-
-    obj = load_checkpoint(path, map_location)
+    obj = load_checkpoint(path, map_location, data=data, member=member)
     keys = obj if isinstance(obj, dict) else {}
     missing = [k for k in ("model", "model_conf", "token_list") if k not in keys]
     if missing:
-        raise ValueError(f"{path}: not a captionlib model file (missing {missing})")
+        name = f"{path} (member {member})" if member is not None else path
+        raise ValueError(f"{name}: not a captionlib model file (missing {missing})")
     model = build_model(obj["model_conf"])
     model.load_state_dict(obj["model"])
     model.eval()

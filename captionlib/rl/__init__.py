@@ -1,7 +1,29 @@
-"""RL fine-tuning objectives (stage 6); the table of algorithms is in :mod:`captionlib.rl.train`."""
+"""RL fine-tuning objectives (stage 6); the table of algorithms is in :mod:`captionlib.rl.train`.
 
-#: Values of ``--rl_algo`` (kept here, free of torch imports, so ``--help`` stays fast).
-RL_ALGOS = ("scst", "reinforce_plus", "sle", "ac", "mc_pg", "multitask")
+The objective registry, :data:`RL_OBJECTIVES`, maps each ``--rl_algo`` to its class, like
+the model registry (``ENCODERS``, ``DECODERS``) maps ``encoder:`` and ``decoder:``. A class
+is given as ``"module:Class"`` and imported when used, so that this package (and so every
+binary's ``--help``) imports no torch. Each class has a
+``from_options(opts, model, reward, tokenizer, train_set)`` classmethod that reads and
+validates its own options of :class:`captionlib.rl.options.RLOptions` and returns the
+objective module ``(model, batch) -> (loss, stats)``. Adding an objective means one class
+and one entry here (or a :func:`register_objective` call).
+"""
+
+import importlib
+from typing import Dict, Union
+
+#: ``--rl_algo`` -> its objective class (``"module:Class"``, imported by :func:`objective_class`).
+RL_OBJECTIVES: Dict[str, Union[str, type]] = {
+    "scst": "captionlib.rl.policy_gradient:SCST",
+    "reinforce_plus": "captionlib.rl.policy_gradient:PolicyGradient",
+    "sle": "captionlib.rl.sle:SLE",
+    "ac": "captionlib.rl.actor_critic:ActorCritic",
+    "mc_pg": "captionlib.rl.mc_pg:MonteCarloPG",
+    "multitask": "captionlib.rl.multitask:MultiTask",
+}
+#: Values of ``--rl_algo``: the built-in objectives.
+RL_ALGOS = tuple(RL_OBJECTIVES)
 #: SLE (seed 001) distances and diversity baselines, see :mod:`captionlib.rl.sle`.
 SLE_DISTANCES = ("bleu34_sum", "bleu34_mean")
 SLE_DIVERSITY_BASELINES = ("leave_one_out", "all_pairs")
@@ -13,3 +35,34 @@ ATTRIBUTE_INPUTS = ("cnn", "embedding")
 #: encoders (the captioner's detached embedding, or the critic's own), see :mod:`captionlib.rl.actor_critic`.
 AC_REWARDS = ("metric", "embedding")
 AC_VALUE_ENCODERS = ("shared", "separate")
+
+
+def register_objective(name: str, cls: type) -> None:
+    """Add (or replace) the objective of ``--rl_algo name``.
+
+    Args:
+        name: the ``rl_algo`` value.
+        cls: a class with a ``from_options(opts, model, reward, tokenizer, train_set)``
+            classmethod returning the objective.
+
+    Raises:
+        TypeError: ``cls`` has no ``from_options``.
+    """
+    if not callable(getattr(cls, "from_options", None)):
+        raise TypeError(f"objective {name!r}: {cls!r} has no from_options(opts, model, reward, tokenizer, train_set)")
+    RL_OBJECTIVES[name] = cls
+
+
+def objective_class(name: str) -> type:
+    """The objective class of ``--rl_algo name`` (imported on first use).
+
+    Raises:
+        ValueError: ``name`` is not registered.
+    """
+    if name not in RL_OBJECTIVES:
+        raise ValueError(f"unknown rl_algo {name!r}; choose from {', '.join(RL_OBJECTIVES)}")
+    cls = RL_OBJECTIVES[name]
+    if isinstance(cls, str):
+        module, attr = cls.split(":")
+        cls = RL_OBJECTIVES[name] = getattr(importlib.import_module(module), attr)
+    return cls

@@ -201,6 +201,24 @@ class ActorCritic(SampledObjective):
         )
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
 
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "ActorCritic":
+        """Actor-critic (``--rl_algo ac``) from :class:`captionlib.rl.options.RLOptions`:
+        ``critic_warmup_steps``, ``num_samples``, ``ac_reward``, ``value_encoder``,
+        ``embedding_size``, ``embedding_margin``, ``max_len``, ``temperature``; the critic's
+        sizes come from ``model`` (vocabulary, ``encoder.output_size``, feature dimension).
+
+        Raises:
+            ValueError: see the class.
+        """
+        return cls(
+            reward, tokenizer, vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
+            warmup_steps=opts.critic_warmup_steps, max_len=opts.max_len, temperature=opts.temperature,
+            num_samples=opts.num_samples, reward_type=opts.ac_reward, value_encoder=opts.value_encoder,
+            n_mels=model.feats_mean.numel(), embedding_size=opts.embedding_size,
+            embedding_margin=opts.embedding_margin,
+        )
+
     @property
     def in_warmup(self) -> bool:
         """True while fewer than ``warmup_steps`` training calls were made."""

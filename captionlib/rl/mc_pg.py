@@ -118,6 +118,18 @@ class MonteCarloPG(SampledObjective):
             nn.Linear(hidden_size, baseline_hidden), nn.ReLU(), nn.Linear(baseline_hidden, 1)
         )
 
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MonteCarloPG":
+        """MC-PG (``--rl_algo mc_pg``) from :class:`captionlib.rl.options.RLOptions`:
+        ``num_rollouts``, ``max_len``, ``temperature``; the baseline MLP reads the decoder
+        state (``model.decoder.hidden_size``).
+
+        Raises:
+            ValueError: see the class.
+        """
+        return cls(reward, tokenizer, hidden_size=model.decoder.hidden_size, num_rollouts=opts.num_rollouts,
+                   max_len=opts.max_len, temperature=opts.temperature)
+
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         actor_loss, baseline_loss, stats = self.losses(model, batch)
         return actor_loss + baseline_loss, stats

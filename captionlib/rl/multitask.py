@@ -280,6 +280,25 @@ class MultiTask(PolicyGradient):
             attribute_selection, attribute_input, " ".join(self.attributes[:10]),
         )
 
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MultiTask":
+        """Multitask (``--rl_algo multitask``) from :class:`captionlib.rl.options.RLOptions`:
+        REINFORCE+'s options, ``alpha`` (0.95 when unset), ``num_attributes``,
+        ``attribute_selection``, ``attribute_input``; the attributes come from
+        ``train_set.refs`` and the head's input size from ``model.encoder``.
+
+        Raises:
+            ValueError: see the class.
+        """
+        return cls(
+            reward, tokenizer, train_set.refs, embed_size=model.encoder.output_size,
+            num_attributes=opts.num_attributes, alpha=0.95 if opts.alpha is None else opts.alpha,
+            num_samples=opts.num_samples, baseline=opts.baseline, max_len=opts.max_len,
+            temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
+            attribute_selection=opts.attribute_selection, attribute_input=opts.attribute_input,
+            cnn_size=model.encoder.cnn_output_size,
+        )
+
     def target(self, clips: Sequence[str], device) -> torch.Tensor:
         """Multi-hot targets (batch, N) float32 of ``clips``.
 

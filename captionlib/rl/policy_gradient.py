@@ -13,6 +13,7 @@ Loss = -mean over samples of (r - b) * sum_t log p(w_t | w_<t, x), i.e. minus a 
 estimate of the gradient of the expected reward.
 """
 
+import logging
 from typing import Dict, List, Sequence, Tuple
 
 import torch
@@ -139,6 +140,17 @@ class PolicyGradient(SampledObjective):
             raise ValueError("baseline 'mean' needs num_samples >= 2")
         self.num_samples, self.baseline = num_samples, baseline
 
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
+        """REINFORCE+ (``--rl_algo reinforce_plus``) from :class:`captionlib.rl.options.RLOptions`:
+        ``num_samples``, ``baseline``, ``baseline_encoding``, ``max_len``, ``temperature``.
+
+        Raises:
+            ValueError: bad ``baseline``/``baseline_encoding``, or ``mean`` with one sample.
+        """
+        return cls(reward, tokenizer, opts.num_samples, opts.baseline, opts.max_len, opts.temperature,
+                   opts.baseline_encoding)
+
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
         return self.loss_from_embedding(model, clips, model.encode(feats, lens), feats, lens)
@@ -165,3 +177,20 @@ class PolicyGradient(SampledObjective):
             "entropy": (out.entropy.sum() / ntok).item(),
             "sample_len": (ntok / out.mask.size(0)).item(),
         }
+
+
+class SCST(PolicyGradient):
+    """SCST (``--rl_algo scst``): :class:`PolicyGradient` with one sample per clip and the
+    greedy baseline (Rennie et al. 2017; seed 000 eq. 4)."""
+
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SCST":
+        """SCST from :class:`captionlib.rl.options.RLOptions`; ``num_samples``/``baseline``
+        other than 1/greedy are ignored with a warning.
+
+        Raises:
+            ValueError: bad ``baseline_encoding``.
+        """
+        if opts.num_samples != 1 or opts.baseline != "greedy":
+            logging.warning("scst uses 1 sample and the greedy baseline; ignoring num_samples/baseline")
+        return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, opts.baseline_encoding)

@@ -81,9 +81,14 @@ class Reward:
             the ``cider_d`` and ``spider`` terms (``cider_d_batch`` counts its own).
         spice_lib_dir: CoreNLP jars for ``spice``/``spider`` terms (see
             :mod:`captionlib.metrics.spice`); ``spice_cache_dir`` keeps SPICE's parse cache.
+        trust_pickle: also read a pickled ``cider_df`` of older versions (unpickling can run
+            code: only for files you made yourself; see
+            :meth:`captionlib.metrics.cider_d.DocumentFrequency.load`).
 
     Raises:
-        ValueError: bad spec, or a SPICE term where SPICE cannot run (with the reason).
+        ValueError: bad spec, a SPICE term where SPICE cannot run (with the reason), or a
+            ``cider_df`` that is not an ``.npz`` document-frequency file (named; a pickle
+            without ``trust_pickle``, with the command that converts it).
     """
 
     def __init__(
@@ -93,12 +98,13 @@ class Reward:
         cider_df: str,
         spice_lib_dir: Optional[str] = None,
         spice_cache_dir: Optional[str] = None,
+        trust_pickle: bool = False,
     ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
 
         self.terms = parse_reward_spec(spec)
         self.refs = refs
-        self.cider = CiderD(DocumentFrequency.load(cider_df))
+        self.cider = CiderD(DocumentFrequency.load(cider_df, trust_pickle=trust_pickle))
         self.cider.add_refs(refs)
         self.spice_lib_dir, self.spice_cache_dir = spice_lib_dir, spice_cache_dir
         if any(name in ("spice", "spider") for name, _ in self.terms):

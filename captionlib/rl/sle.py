@@ -248,6 +248,21 @@ class SLE(SampledObjective):
         self.num_samples, self.alpha = num_samples, float(alpha)
         self.distance, self.diversity_baseline = distance, diversity_baseline
 
+    @classmethod
+    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":
+        """SLE (``--rl_algo sle``) from :class:`captionlib.rl.options.RLOptions`: ``num_samples``,
+        ``alpha`` (0.75 when unset), ``sle_distance``, ``sle_diversity_baseline``,
+        ``baseline_encoding``, ``max_len``, ``temperature``.
+
+        Raises:
+            ValueError: see the class.
+        """
+        return cls(
+            reward, tokenizer, num_samples=opts.num_samples, alpha=0.75 if opts.alpha is None else opts.alpha,
+            max_len=opts.max_len, temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
+            distance=opts.sle_distance, diversity_baseline=opts.sle_diversity_baseline,
+        )
+
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
         s = self.num_samples

@@ -16,20 +16,23 @@ recording pool, evaluation from the evaluation pool (see
 """
 
 import csv
+import functools
 import io
 import json
 import logging
 import os
 import shutil
 import time
-from dataclasses import asdict
-from typing import Dict, Mapping, Optional, Sequence
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import soundfile as sf
 
+from captionlib.audio.io import load_audio
 from captionlib.io.datadir import PathLike, write_lines_atomic
 from captionlib.soundscapes.captions import write_captions
-from captionlib.soundscapes.library import load_event_library, split_recordings
+from captionlib.soundscapes.library import EventFile, load_event_library, split_recordings
 from captionlib.soundscapes.mixer import SoundscapeConfig, render, sample_soundscape
 
 SPLITS = ("development", "validation", "evaluation")
@@ -66,8 +69,6 @@ def make_soundscape_corpus(
         ValueError: unknown split or a negative count, a class not in the library; errors
             of the library reader.
     """
-    from captionlib.audio.io import load_audio
-
     bad = [s for s in num_clips if s not in SPLITS]
     if bad or any(n < 0 for n in num_clips.values()):
         raise ValueError(f"num_clips: splits must be among {SPLITS} with counts >= 0, got {dict(num_clips)}")
@@ -79,65 +80,110 @@ def make_soundscape_corpus(
         "classes": sorted(classes) if classes else None,
     }
     info_path = os.path.join(output_dir, "corpus.json")
-    if os.path.isfile(info_path):
-        with open(info_path, encoding="utf-8") as f:
-            if json.load(f).get("options") == json.loads(json.dumps(options)):
-                logging.info("%s: already generated with these options", output_dir)
-                return dict(num_clips)
-    library = load_event_library(event_root)
-    if classes:
-        unknown = sorted(set(classes) - {e.label for e in library})
-        if unknown:
-            raise ValueError(f"{event_root}: no recording of class(es) {', '.join(unknown)}")
-        library = [e for e in library if e.label in set(classes)]
+    if _made_with(info_path, options):
+        logging.info("%s: already generated with these options", output_dir)
+        return dict(num_clips)
+    library = _select_classes(load_event_library(event_root), classes, event_root)
     dev_pool, eval_pool = split_recordings(library, heldout_fraction)
-    audio: Dict[str, np.ndarray] = {}
 
+    @functools.lru_cache(maxsize=None)
     def load(path: str) -> np.ndarray:
-        if path not in audio:
-            audio[path], _ = load_audio(path, fs=config.sample_rate)
-        return audio[path]
+        return load_audio(path, fs=config.sample_rate)[0]
 
     durations = {e.path: len(load(e.path)) / config.sample_rate for e in library}
     os.makedirs(output_dir, exist_ok=True)
     if os.path.exists(info_path):
         os.remove(info_path)  # the corpus is being rewritten: not done until corpus.json is back
-    import soundfile as sf
-
+    writer = _SplitWriter(event_root, output_dir, seed, config, durations, load, log_interval)
     for split_index, split in enumerate(SPLITS):
-        n = num_clips.get(split, 0)
-        if n == 0:
-            continue
-        pool = eval_pool if split == "evaluation" else dev_pool
-        audio_dir = os.path.join(output_dir, split)
+        if num_clips.get(split, 0) > 0:
+            writer.write(split_index, split, num_clips[split], eval_pool if split == "evaluation" else dev_pool)
+    _copy_notices(event_root, output_dir)
+    labels = sorted({e.label for e in library})
+    info = {"options": options, "num_recordings": len(library), "num_classes": len(labels), "classes": labels}
+    write_lines_atomic(info_path, json.dumps(info, indent=1).splitlines())
+    return dict(num_clips)
+
+
+def _made_with(info_path: str, options: Mapping[str, object]) -> bool:
+    """Whether ``corpus.json`` exists and was written with ``options`` (compared as JSON)."""
+    if not os.path.isfile(info_path):
+        return False
+    with open(info_path, encoding="utf-8") as f:
+        return json.load(f).get("options") == json.loads(json.dumps(options))
+
+
+def _select_classes(library: List[EventFile], classes: Optional[Sequence[str]], event_root: str) -> List[EventFile]:
+    """The recordings of ``classes`` (all of ``library`` when ``None`` or empty).
+
+    Raises:
+        ValueError: a class without recording in the library at ``event_root``.
+    """
+    if not classes:
+        return library
+    unknown = sorted(set(classes) - {e.label for e in library})
+    if unknown:
+        raise ValueError(f"{event_root}: no recording of class(es) {', '.join(unknown)}")
+    return [e for e in library if e.label in set(classes)]
+
+
+@dataclass
+class _SplitWriter:
+    """Writes the clips, CSV and annotations of one split after another (see :func:`make_soundscape_corpus`).
+
+    Attributes:
+        event_root: the event library (annotations name its files relative to it).
+        output_dir: the corpus root.
+        seed: corpus seed; clip ``i`` of split number ``s`` draws from ``default_rng([seed, s, i])``.
+        config: clip distributions.
+        durations: ``{recording path: seconds}`` of the library.
+        load: ``path -> (samples,)`` mono audio at ``config.sample_rate`` (cached).
+        log_interval: clips between progress lines.
+    """
+
+    event_root: str
+    output_dir: str
+    seed: int
+    config: SoundscapeConfig
+    durations: Dict[str, float]
+    load: Callable[[str], np.ndarray]
+    log_interval: int
+
+    def write(self, split_index: int, split: str, n: int, pool: Sequence[EventFile]) -> None:
+        """Write ``<split>/<split>_<NNNNN>.flac`` (n clips drawn from ``pool``), the CSV and the annotations."""
+        audio_dir = os.path.join(self.output_dir, split)
         os.makedirs(audio_dir, exist_ok=True)
         rows, annotations = [], []
         t0 = time.time()
         for i in range(1, n + 1):
-            rng = np.random.default_rng([seed, split_index, i])
-            spec = sample_soundscape(rng, pool, durations, config)
-            captions = write_captions([e.mention() for e in spec.events], rng, NUM_CAPTIONS)
-            name = f"{split}_{i:05d}.flac"
-            sf.write(os.path.join(audio_dir, name), render(spec, load), config.sample_rate, subtype="PCM_16")
-            rows.append([name, *captions])
-            d = spec.to_dict()
-            for e in d["events"]:
-                e["file"] = os.path.relpath(e["file"], event_root)
-            annotations.append(json.dumps({"file_name": name, **d}, sort_keys=True))
-            if i % log_interval == 0 or i == n:
+            rng = np.random.default_rng([self.seed, split_index, i])
+            row, annotation = self._write_clip(rng, pool, audio_dir, f"{split}_{i:05d}.flac")
+            rows.append(row)
+            annotations.append(annotation)
+            if i % self.log_interval == 0 or i == n:
                 rate = i / max(time.time() - t0, 1e-9)
                 logging.info("%s: %d/%d clips (%.1f clips/s, ETA %.0f s)", split, i, n, rate, (n - i) / rate)
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["file_name"] + [f"caption_{k}" for k in range(1, NUM_CAPTIONS + 1)])
         writer.writerows(rows)
-        write_lines_atomic(os.path.join(output_dir, f"clotho_captions_{split}.csv"), buf.getvalue().splitlines())
-        write_lines_atomic(os.path.join(output_dir, f"annotations_{split}.jsonl"), annotations)
-    _copy_notices(event_root, output_dir)
-    labels = sorted({e.label for e in library})
-    info = {"options": options, "num_recordings": len(library), "num_classes": len(labels), "classes": labels}
-    write_lines_atomic(info_path, json.dumps(info, indent=1).splitlines())
-    return dict(num_clips)
+        write_lines_atomic(os.path.join(self.output_dir, f"clotho_captions_{split}.csv"), buf.getvalue().splitlines())
+        write_lines_atomic(os.path.join(self.output_dir, f"annotations_{split}.jsonl"), annotations)
+
+    def _write_clip(self, rng: np.random.Generator, pool: Sequence[EventFile], audio_dir: str,
+                    name: str) -> Tuple[List[str], str]:
+        """Draw, caption and render one clip into ``<audio_dir>/<name>`` (16-bit FLAC).
+
+        Returns:
+            ``([name, caption_1, ..., caption_5], annotation JSON line)``.
+        """
+        spec = sample_soundscape(rng, pool, self.durations, self.config)
+        captions = write_captions([e.mention() for e in spec.events], rng, NUM_CAPTIONS)
+        sf.write(os.path.join(audio_dir, name), render(spec, self.load), self.config.sample_rate, subtype="PCM_16")
+        d = spec.to_dict()
+        for e in d["events"]:
+            e["file"] = os.path.relpath(e["file"], self.event_root)
+        return [name, *captions], json.dumps({"file_name": name, **d}, sort_keys=True)
 
 
 def _copy_notices(event_root: str, output_dir: str) -> None:

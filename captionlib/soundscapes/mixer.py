@@ -287,7 +287,7 @@ def render(spec: SoundscapeSpec, load: Callable[[str], np.ndarray], peak: float 
     Raises:
         ValueError: an event whose onset lies outside the clip (a malformed annotation).
     """
-    from scipy.signal import butter, sosfilt
+    from scipy.signal import butter, sosfilt  # here, not at the top: scipy.signal takes ~1 s to import
 
     sr = spec.sample_rate
     n = int(round(spec.duration_s * sr))

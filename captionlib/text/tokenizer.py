@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
+import sentencepiece as spm
+
 from captionlib.text.cleaner import clean_caption
 
 BLANK = "<blank>"
@@ -66,8 +68,6 @@ class Tokenizer:
         self.bpemodel = bpemodel
         self._sp = None
         if bpemodel is not None or bpe_proto is not None:
-            import sentencepiece as spm
-
             if bpe_proto is not None:
                 self._sp = spm.SentencePieceProcessor(model_proto=bpe_proto)
             else:
@@ -138,8 +138,6 @@ def build_token_list(
             "word vocabulary: %d of %d words with count >= %d", len(vocab), len(counts), min_count
         )
     elif token_type == "bpe":
-        import sentencepiece as spm
-
         train_txt = output_dir / "train_text.txt"
         train_txt.write_text("\n".join(cleaned) + "\n", encoding="utf-8")
         spm.SentencePieceTrainer.train(

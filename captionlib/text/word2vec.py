@@ -58,7 +58,7 @@ def train_word2vec(
         ValueError: if no sentence has a token, or no token reaches ``min_count``.
         ImportError: if gensim is not installed (``pip install captionlib[w2v]``).
     """
-    try:
+    try:  # gensim is an optional extra, and slow to import (~1 s)
         from gensim.models import Word2Vec
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("Word2Vec needs gensim: pip install 'gensim>=4' (extra 'w2v')") from e

@@ -4,7 +4,7 @@ import json
 import logging
 from pathlib import Path
 
-from captionlib.train.checkpoint import atomic_save, load_checkpoint
+from captionlib.utils.fileio import atomic_save, load_checkpoint
 
 
 def kept_by(exp_dir: str) -> str:

@@ -1,20 +1,26 @@
 """Pieces shared by the XE and RL entry points: data loaders, validation, model setup."""
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import yaml
 from torch.utils.data import DataLoader, Dataset
 
-from captionlib.data.datasets import AudioRefsDataset
+from captionlib.data.datasets import AudioRefsDataset, pad_feats, pad_ids
+from captionlib.decode.search import greedy_search
+from captionlib.metrics.bleu import corpus_bleu
+from captionlib.metrics.cider_d import corpus_cider_d
+from captionlib.models.captioner import count_parameters, xe_targets
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train import SELECTION_MODES
+from captionlib.train.options import BATCH_TYPES, TrainOptions
+from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
-
-
-BATCH_TYPES = ("random", "bucket")
+from captionlib.utils.fileio import atomic_write_text
 
 
 def epoch_batches(
@@ -24,7 +30,7 @@ def epoch_batches(
     epoch: int,
     num_iters_per_epoch: Optional[int] = None,
     lengths: Optional[Sequence[int]] = None,
-    bucket_pool: int = 32,
+    bucket_pool: Optional[int] = None,
 ) -> List[List[int]]:
     """Index batches of ``epoch`` (1-based): shuffled passes over ``num_items`` items.
 
@@ -43,17 +49,17 @@ def epoch_batches(
     (ESPnet2's ``batch_type: sorted``: the same batches every pass, in a new order).
 
     Raises:
-        ValueError: no item, a batch size / iteration count below 1, a negative
-            ``bucket_pool``, or ``lengths`` not of ``num_items`` entries.
+        ValueError: no item, a batch size / iteration count below 1, ``lengths`` without a
+            ``bucket_pool`` or not of ``num_items`` entries, or a negative ``bucket_pool``.
     """
     if num_items < 1:
         raise ValueError("the training set is empty")
     if batch_size < 1 or (num_iters_per_epoch is not None and num_iters_per_epoch < 1):
         raise ValueError(f"batch_size ({batch_size}) and num_iters_per_epoch ({num_iters_per_epoch}) must be >= 1")
-    if bucket_pool < 0:
-        raise ValueError(f"bucket_pool must be >= 0, got {bucket_pool}")
     if lengths is not None and len(lengths) != num_items:
         raise ValueError(f"{len(lengths)} lengths for {num_items} items")
+    if lengths is not None and (bucket_pool is None or bucket_pool < 0):
+        raise ValueError(f"length-bucketed batches need a bucket_pool >= 0, got {bucket_pool}")
 
     def one_pass(index: int) -> List[List[int]]:
         g = torch.Generator()
@@ -80,34 +86,27 @@ def epoch_batches(
     return batches
 
 
-def epoch_loader(
-    dataset: Dataset,
-    collate: Callable,
-    batch_size: int,
-    seed: int,
-    num_workers: int = 0,
-    num_iters_per_epoch: Optional[int] = None,
-    batch_type: str = "random",
-    bucket_pool: int = 32,
-) -> Callable[[int], Iterable]:
+def epoch_loader(dataset: Dataset, collate: Callable, opts: TrainOptions) -> Callable[[int], Iterable]:
     """A function ``epoch -> DataLoader`` over the batches of :func:`epoch_batches`.
 
-    ``batch_type``: ``random`` or ``bucket`` (length-bucketed by the dataset's
-    ``lengths()``, frames per item from ``utt2num_frames``). Under ``torchrun`` the batches
-    are global and each rank loads its block of every one
+    Reads ``batch_size``, ``seed``, ``num_workers``, ``num_iters_per_epoch``, ``bucket_pool``
+    and ``batch_type`` of ``opts``: ``random`` or ``bucket`` (length-bucketed by the
+    dataset's ``lengths()``, frames per item from ``utt2num_frames``). Under ``torchrun`` the
+    batches are global and each rank loads its block of every one
     (:func:`captionlib.utils.distributed.shard_batches`).
 
     Raises:
         ValueError: unknown ``batch_type``.
     """
-    if batch_type not in BATCH_TYPES:
-        raise ValueError(f"batch_type must be one of {BATCH_TYPES}, got {batch_type!r}")
-    lengths = dataset.lengths() if batch_type == "bucket" else None
+    if opts.batch_type not in BATCH_TYPES:
+        raise ValueError(f"batch_type must be one of {BATCH_TYPES}, got {opts.batch_type!r}")
+    lengths = dataset.lengths() if opts.batch_type == "bucket" else None
 
     def make(epoch: int) -> Iterable:
-        batches = epoch_batches(len(dataset), batch_size, seed, epoch, num_iters_per_epoch, lengths, bucket_pool)
+        batches = epoch_batches(len(dataset), opts.batch_size, opts.seed, epoch, opts.num_iters_per_epoch, lengths,
+                                opts.bucket_pool)
         batches = shard_batches(batches, *rank_and_world())
-        return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers)
+        return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=opts.num_workers)
 
     return make
 
@@ -156,12 +155,6 @@ def clip_validation(
     Returns:
         ``validate(model) -> {"cider_d", "bleu_4", "vocab_size"[, "loss", "acc"]}``.
     """
-    from captionlib.data.datasets import pad_feats, pad_ids
-    from captionlib.decode.search import greedy_search
-    from captionlib.metrics.bleu import corpus_bleu
-    from captionlib.metrics.cider_d import corpus_cider_d
-    from captionlib.models.captioner import xe_targets
-
     try:
         frames = dataset.lengths()
     except FileNotFoundError:  # a dump dir without utt2num_frames: keep the file order
@@ -213,22 +206,8 @@ def load_feats_stats(path: str) -> Dict[str, np.ndarray]:
     return {"mean": stats["mean"], "std": stats["std"]}
 
 
-def feats_dim(data_dir: str) -> int:
-    """Feature dimension from ``<data_dir>/feats_dim``.
-
-    Raises:
-        FileNotFoundError: no feats_dim file.
-    """
-    path = Path(data_dir) / "feats_dim"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing (written by the feature dump stage)")
-    return int(path.read_text().split()[0])
-
-
 def log_model(model: torch.nn.Module) -> None:
     """Log the model and its parameter counts (seed 000: encoder ~679k, whole ~5M)."""
-    from captionlib.models.captioner import count_parameters
-
     logging.info("model:\n%s", model)
     logging.info(
         "parameters: encoder %d, decoder %d, total %d",
@@ -236,13 +215,44 @@ def log_model(model: torch.nn.Module) -> None:
     )
 
 
-def write_config(output_dir: str, config: Dict[str, Any]) -> None:
-    """Write the resolved options to ``<output_dir>/config.yaml`` (rank 0 alone under torchrun)."""
-    import yaml
-
-    from captionlib.train.checkpoint import atomic_write_text
-
+def write_config(opts: TrainOptions) -> None:
+    """Write the resolved options to ``<output_dir>/config.yaml`` (rank 0 alone under torchrun);
+    the file is a valid ``--config`` of the same binary."""
     if rank_and_world()[0] > 0:
         return
-    atomic_write_text(Path(output_dir) / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    atomic_write_text(Path(opts.output_dir) / "config.yaml", yaml.safe_dump(asdict(opts), sort_keys=False))
 
+
+def fit(
+    opts: TrainOptions,
+    model: torch.nn.Module,
+    objective: Any,
+    param_groups: List[Dict[str, Any]],
+    train_set: Dataset,
+    collate: Callable,
+    validate: Callable[[Any], Dict[str, float]],
+    criteria: Sequence[Tuple[str, str]],
+    device: torch.device,
+    model_file_info: Dict[str, Any],
+) -> List[Dict[str, float]]:
+    """The end of every training entry point: Adam over ``param_groups``, the epoch loader
+    of ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop.
+
+    Args:
+        opts: the training options (batching, optimisation, output dir, epochs).
+        model, objective: the captioner and ``objective(model, batch) -> (loss, stats)``.
+        param_groups: Adam parameter groups (a group without ``lr`` gets ``opts.lr``;
+            ``opts.weight_decay`` applies to all).
+        train_set, collate: the training items and their collate function.
+        validate: ``validate(model) -> {metric: value}`` (see :func:`clip_validation`).
+        criteria: the validation metrics that select models (:func:`best_criteria`).
+        model_file_info: ``model_conf`` and ``token_list`` of the model files, and any more
+            keys they carry (``bpe_proto``, ``rl_algo``, ...).
+
+    Returns:
+        The per-epoch history (see :meth:`Trainer.run`).
+    """
+    optimizer = torch.optim.Adam(param_groups, lr=opts.lr, weight_decay=opts.weight_decay)
+    info = dict(model_file_info)
+    return Trainer(model, optimizer, objective, epoch_loader(train_set, collate, opts), validate, opts, info.pop("model_conf"),
+                   info.pop("token_list"), best_criteria=criteria, device=device, extra_file_info=info).run()

@@ -31,7 +31,8 @@ import torch
 from torch import nn
 
 from captionlib.models.captioner import model_file_dict
-from captionlib.train.checkpoint import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
+from captionlib.train.options import TrainOptions
+from captionlib.utils.fileio import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
 from captionlib.utils import distributed as dist_util
 
 #: Mixed-precision modes (``--amp``): autocast dtype on CUDA (fp16 with a gradient scaler).
@@ -45,6 +46,31 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def numpy_rng_state(state: Optional[tuple] = None) -> Dict[str, Any]:
+    """numpy's global RNG state in plain types and a tensor, which ``latest.pth`` stores so
+    that it loads with ``torch.load(weights_only=True)`` (a numpy array would need unpickling
+    numpy's classes).
+
+    Args:
+        state: a state tuple ``(bit generator name, uint32 key (624,), pos, has_gauss,
+            cached_gaussian)`` as ``np.random.get_state()`` gives it (the default; the
+            ``latest.pth`` of older captionlib versions held it as is).
+
+    Returns:
+        ``{"bit_generator", "key": int64 tensor (624,), "pos", "has_gauss", "cached_gaussian"}``,
+        read back by :func:`set_numpy_rng_state`.
+    """
+    name, key, pos, has_gauss, gauss = np.random.get_state() if state is None else state
+    return {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(key, dtype=np.int64)),
+            "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(gauss)}
+
+
+def set_numpy_rng_state(state: Dict[str, Any]) -> None:
+    """Restore numpy's global RNG from a :func:`numpy_rng_state` dict."""
+    np.random.set_state((state["bit_generator"], state["key"].numpy().astype(np.uint32), state["pos"],
+                         state["has_gauss"], state["cached_gaussian"]))
 
 
 def _fmt_time(seconds: float) -> str:
@@ -70,18 +96,17 @@ class Trainer:
             from its rank's own stream (:func:`~captionlib.utils.distributed.rank_random_stream`).
         train_loader: a fresh iterable of batches per epoch (re-seeded per epoch).
         validate: ``validate(model) -> {metric: value}`` run in eval mode under no_grad.
-        output_dir: experiment directory.
-        max_epoch: number of epochs.
+        opts: the training options (:class:`captionlib.train.options.TrainOptions`); the
+            loop reads ``output_dir`` (the experiment directory), ``max_epoch``,
+            ``keep_nbest`` (epoch model files kept, by the first criterion), ``grad_clip``
+            (max gradient L2 norm, 0 = off), ``log_interval`` (steps between progress
+            lines) and ``amp`` (mixed precision on CUDA, a key of :data:`AMP_MODES`:
+            ``bf16`` autocasts to bfloat16, ``fp16`` to float16 with a dynamic gradient
+            scaler saved for resume; ignored with a warning on CPU).
         model_conf, token_list: stored in every model file (self-describing).
         best_criteria: ``[(metric, "max"|"min"), ...]``; a model file per metric.
-        keep_nbest: epoch model files kept (by the first criterion).
-        grad_clip: max gradient L2 norm (0 = off).
-        log_interval: steps between progress lines.
         device: where batches go (the model/objective must already be there).
         extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
-        amp: mixed precision on CUDA, a key of :data:`AMP_MODES` (``bf16``: autocast to
-            bfloat16; ``fp16``: float16 with a dynamic gradient scaler, saved for resume);
-            ignored with a warning on CPU.
 
     Raises:
         ValueError: ``max_epoch`` below 1 (nothing would be trained, and no model written),
@@ -95,20 +120,16 @@ class Trainer:
         objective: Objective,
         train_loader: Callable[[int], Iterable],
         validate: Callable[[nn.Module], Dict[str, float]],
-        output_dir: str,
-        max_epoch: int,
+        opts: TrainOptions,
         model_conf: Dict[str, Any],
         token_list: Sequence[str],
         best_criteria: Sequence[Tuple[str, str]] = (("cider_d", "max"),),
-        keep_nbest: int = 5,
-        grad_clip: float = 0.0,
-        log_interval: int = 50,
         device: torch.device = torch.device("cpu"),
         extra_file_info: Optional[Dict[str, Any]] = None,
-        amp: str = "none",
     ):
-        if max_epoch < 1:
-            raise ValueError(f"max_epoch must be >= 1, got {max_epoch}")
+        if opts.max_epoch < 1:
+            raise ValueError(f"max_epoch must be >= 1, got {opts.max_epoch}")
+        amp = opts.amp
         if amp not in AMP_MODES:
             raise ValueError(f"amp must be one of {', '.join(AMP_MODES)}, got {amp!r}")
         if amp != "none" and device.type != "cuda":
@@ -120,11 +141,11 @@ class Trainer:
         self.row_sharded = bool(getattr(objective, "row_sharded_randomness", False))
         self.model, self.optimizer, self.objective = model, optimizer, objective
         self.train_loader, self.validate = train_loader, validate
-        self.output_dir = Path(output_dir)
-        self.max_epoch, self.model_conf, self.token_list = max_epoch, model_conf, list(token_list)
-        self.best_criteria, self.keep_nbest = list(best_criteria), keep_nbest
-        self.grad_clip = grad_clip
-        self.log_interval, self.device = log_interval, device
+        self.output_dir = Path(opts.output_dir)
+        self.max_epoch, self.model_conf, self.token_list = opts.max_epoch, model_conf, list(token_list)
+        self.best_criteria, self.keep_nbest = list(best_criteria), opts.keep_nbest
+        self.grad_clip = opts.grad_clip
+        self.log_interval, self.device = opts.log_interval, device
         self.extra_file_info = extra_file_info or {}
         self.history: List[Dict[str, float]] = []
 
@@ -144,7 +165,7 @@ class Trainer:
             self.scaler.load_state_dict(state["grad_scaler"])
         self.history = state["history"]
         torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
+        set_numpy_rng_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
@@ -189,7 +210,9 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "epoch": epoch,
             "history": self.history,
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+            # plain types and tensors only, for load_checkpoint's weights_only loading (python's
+            # state is a tuple of ints, which it reads as is)
+            "rng": {"torch": torch.get_rng_state(), "numpy": numpy_rng_state(), "python": random.getstate()},
         }
         if torch.cuda.is_available():
             state["rng"]["cuda"] = torch.cuda.get_rng_state_all()
@@ -209,7 +232,7 @@ class Trainer:
 
         Re-running a finished experiment returns at once; a killed one resumes after
         its last finished epoch. The output dir is locked meanwhile (see
-        :func:`captionlib.train.checkpoint.exp_dir_lock`).
+        :func:`captionlib.utils.fileio.exp_dir_lock`).
 
         Raises:
             RuntimeError: another live trainer holds the output dir.
@@ -250,9 +273,13 @@ class Trainer:
             self.optimizer.step()
         return stats
 
-    def _run(self) -> List[Dict[str, float]]:
-        from torch.utils.tensorboard import SummaryWriter
+    def _start(self) -> int:
+        """Resume (every rank from ``latest.pth``), check that all ranks agree, and give every
+        rank rank 0's weights, as DDP does; returns the first epoch to train.
 
+        Raises:
+            RuntimeError: ranks resume at different epochs (no shared output dir).
+        """
         start = self._resume()
         first = dist_util.broadcast_object(start)
         if start != first:
@@ -261,69 +288,90 @@ class Trainer:
                 "every node must see the same output dir (a shared file system)")
         for module in (self.model, self.objective):
             if isinstance(module, nn.Module):
-                dist_util.broadcast_state(module)  # rank 0's weights everywhere, as DDP does
+                dist_util.broadcast_state(module)
+        return start
+
+    def _train_mode(self, train: bool) -> None:
+        for module in (self.model, self.objective):
+            if isinstance(module, nn.Module):
+                module.train(train)
+
+    def _train_epoch(self, epoch: int, writer: Any, global_step: int,
+                     steps_per_epoch: Optional[int]) -> Tuple[Dict[str, float], int]:
+        """The updates of one epoch, with a progress line (rate, ETA) every ``log_interval``
+        steps; returns the summed stats and the number of steps.
+
+        Raises:
+            FloatingPointError: a non-finite loss (naming the epoch and step).
+            RuntimeError: the loader yielded no batch.
+        """
+        self._train_mode(True)
+        sums: Dict[str, float] = {}
+        n, t0 = 0, time.time()
+        loader = self.train_loader(epoch)
+        if hasattr(loader, "__len__"):  # the epoch_loader DataLoaders know their batches
+            steps_per_epoch = len(loader)
+        for batch in loader:
+            try:
+                stats = self._step(batch)
+            except FloatingPointError as e:
+                raise FloatingPointError(f"epoch {epoch} step {n + 1}: {e}") from None
+            n += 1
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+                if writer is not None:
+                    writer.add_scalar(f"train/{k}", float(v), global_step + n)
+            if n % self.log_interval == 0 or n == steps_per_epoch:
+                rate = n / max(time.time() - t0, 1e-9)
+                total = steps_per_epoch or n
+                left = (total - n) + total * (self.max_epoch - epoch)
+                means = " ".join(f"{k}={v / n:.4g}" for k, v in sums.items())
+                eta = _fmt_time(left / rate) if steps_per_epoch else "?"
+                logging.info(
+                    "epoch %d/%d step %d/%s %s | %.2f steps/s, ETA %s",
+                    epoch, self.max_epoch, n, steps_per_epoch or "?", means, rate, eta,
+                )
+        if n == 0:
+            raise RuntimeError(f"epoch {epoch}: the train loader yielded no batch")
+        return sums, n
+
+    def _end_epoch(self, epoch: int, sums: Dict[str, float], n: int, train_time: float, writer: Any) -> None:
+        """Validate (rank 0), record the epoch in the history on every rank, log it, and save."""
+        self._train_mode(False)
+        record = {"epoch": epoch, "steps": n, "train_time_s": round(train_time, 2)}
+        record.update({f"train_{k}": v / n for k, v in sums.items()})
+        if self.rank == 0:
+            with torch.no_grad():
+                valid = self.validate(self.model)
+            record.update({f"valid_{k}": float(v) for k, v in valid.items()})
+            for k, v in valid.items():
+                writer.add_scalar(f"valid/{k}", float(v), epoch)
+        record = dist_util.broadcast_object(record)
+        self.history.append(record)
+        logging.info(
+            "epoch %d done in %s: %s",
+            epoch, _fmt_time(train_time),
+            " ".join(f"{k}={v:.4g}" for k, v in record.items() if k.startswith(("train_", "valid_"))),
+        )
+        if self.rank == 0:
+            self._save(epoch)
+        dist_util.barrier()
+
+    def _run(self) -> List[Dict[str, float]]:
+        from torch.utils.tensorboard import SummaryWriter
+
+        start = self._start()
         if start > self.max_epoch:
             logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)
             return self.history
-        main = self.rank == 0
-        writer = SummaryWriter(str(self.output_dir / "tensorboard")) if main else None
+        writer = SummaryWriter(str(self.output_dir / "tensorboard")) if self.rank == 0 else None
         global_step = sum(int(h.get("steps", 0)) for h in self.history)
         steps_per_epoch = None
         for epoch in range(start, self.max_epoch + 1):
-            self.model.train()
-            if isinstance(self.objective, nn.Module):
-                self.objective.train()
-            sums: Dict[str, float] = {}
-            n, t0 = 0, time.time()
-            loader = self.train_loader(epoch)
-            if hasattr(loader, "__len__"):  # the epoch_loader DataLoaders know their batches
-                steps_per_epoch = len(loader)
-            for batch in loader:
-                try:
-                    stats = self._step(batch)
-                except FloatingPointError as e:
-                    raise FloatingPointError(f"epoch {epoch} step {n + 1}: {e}") from None
-                n += 1
-                global_step += 1
-                for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
-                    if writer is not None:
-                        writer.add_scalar(f"train/{k}", float(v), global_step)
-                if n % self.log_interval == 0 or n == steps_per_epoch:
-                    rate = n / max(time.time() - t0, 1e-9)
-                    total = steps_per_epoch or n
-                    left = (total - n) + total * (self.max_epoch - epoch)
-                    means = " ".join(f"{k}={v / n:.4g}" for k, v in sums.items())
-                    eta = _fmt_time(left / rate) if steps_per_epoch else "?"
-                    logging.info(
-                        "epoch %d/%d step %d/%s %s | %.2f steps/s, ETA %s",
-                        epoch, self.max_epoch, n, steps_per_epoch or "?", means, rate, eta,
-                    )
-            if n == 0:
-                raise RuntimeError(f"epoch {epoch}: the train loader yielded no batch")
-            steps_per_epoch = n
-            train_time = time.time() - t0
-            self.model.eval()
-            if isinstance(self.objective, nn.Module):
-                self.objective.eval()
-            record = {"epoch": epoch, "steps": n, "train_time_s": round(train_time, 2)}
-            record.update({f"train_{k}": v / n for k, v in sums.items()})
-            if main:
-                with torch.no_grad():
-                    valid = self.validate(self.model)
-                record.update({f"valid_{k}": float(v) for k, v in valid.items()})
-                for k, v in valid.items():
-                    writer.add_scalar(f"valid/{k}", float(v), epoch)
-            record = dist_util.broadcast_object(record)
-            self.history.append(record)
-            logging.info(
-                "epoch %d done in %s: %s",
-                epoch, _fmt_time(train_time),
-                " ".join(f"{k}={v:.4g}" for k, v in record.items() if k.startswith(("train_", "valid_"))),
-            )
-            if main:
-                self._save(epoch)
-            dist_util.barrier()
+            t0 = time.time()
+            sums, steps_per_epoch = self._train_epoch(epoch, writer, global_step, steps_per_epoch)
+            global_step += steps_per_epoch
+            self._end_epoch(epoch, sums, steps_per_epoch, time.time() - t0, writer)
         if writer is not None:
             writer.close()
         first, last = self.history[0], self.history[-1]

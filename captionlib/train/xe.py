@@ -1,8 +1,9 @@
 """Cross-entropy (teacher forcing) training, seed 000 sec. 3.4 ("XE training")."""
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Tuple
 
+import numpy as np
 import torch
 
 from captionlib.data.datasets import (
@@ -14,19 +15,13 @@ from captionlib.data.datasets import (
 )
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
-from captionlib.train.common import (
-    best_criteria,
-    clip_validation,
-    epoch_loader,
-    feats_dim,
-    load_feats_stats,
-    log_model,
-    write_config,
-)
-from captionlib.train import UNITS
-from captionlib.train.checkpoint import load_checkpoint
-from captionlib.train.trainer import Trainer, set_seed
+from captionlib.data import UNITS
+from captionlib.io.datadir import feats_dim
+from captionlib.train.common import best_criteria, clip_validation, fit, load_feats_stats, log_model, write_config
+from captionlib.train.options import XEOptions
+from captionlib.train.trainer import set_seed
 from captionlib.utils.distributed import init_distributed
+from captionlib.utils.fileio import load_checkpoint
 
 
 def load_embedding(model, path: str, freeze: bool = False) -> None:
@@ -35,8 +30,6 @@ def load_embedding(model, path: str, freeze: bool = False) -> None:
     Raises:
         ValueError: if the array's shape differs from the embedding's.
     """
-    import numpy as np
-
     vectors = np.load(path)
     weight = model.decoder.embed.weight
     if tuple(vectors.shape) != tuple(weight.shape):
@@ -70,73 +63,60 @@ def xe_objective(model, batch):
 xe_objective.row_sharded_randomness = True
 
 
-def train_xe(
-    train_data_dir: str,
-    valid_data_dir: str,
-    token_list: str,
-    output_dir: str,
-    feats_stats: Optional[str] = None,
-    encoder: str = "crnn",
-    encoder_conf: Optional[Dict[str, Any]] = None,
-    decoder: str = "gru",
-    decoder_conf: Optional[Dict[str, Any]] = None,
-    specaug: bool = False,
-    specaug_conf: Optional[Dict[str, Any]] = None,
-    batch_size: int = 32,
-    xe_unit: str = "caption",
-    max_epoch: int = 25,
-    lr: float = 5e-4,
-    weight_decay: float = 0.0,
-    grad_clip: float = 0.0,
-    num_iters_per_epoch: Optional[int] = None,
-    batch_type: str = "random",
-    bucket_pool: int = 32,
-    keep_nbest: int = 5,
-    best_model_criterion: str = "cider_d",
-    log_interval: int = 50,
-    max_len: int = 30,
-    num_workers: int = 0,
-    ngpu: int = 0,
-    amp: str = "none",
-    seed: int = 0,
-    init_param: Optional[str] = None,
-    init_embedding: Optional[str] = None,
-    freeze_embedding: bool = False,
-    dry_run: bool = False,
-    config: Optional[Dict[str, Any]] = None,
-) -> None:
+def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any]]:
+    """Build the captioner of ``opts`` (the registry's ``encoder``/``decoder`` with their
+    ``*_conf``, SpecAugment), then set its feature normalisation (``feats_stats``), load
+    ``init_param`` and the word vectors of ``init_embedding``; returns (model, model_conf).
+
+    Raises:
+        FileNotFoundError: the train dump dir has no ``feats_dim``.
+        ValueError: bad model options, or word vectors of another shape.
+    """
+    model_conf = {
+        "vocab_size": tokenizer.vocab_size,
+        "feats_dim": feats_dim(opts.train_data_dir),
+        "encoder": opts.encoder,
+        "encoder_conf": opts.encoder_conf,
+        "decoder": opts.decoder,
+        "decoder_conf": opts.decoder_conf,
+        "specaug_conf": opts.specaug_conf if opts.specaug else None,
+    }
+    model = build_model(model_conf)
+    if opts.feats_stats:
+        stats = load_feats_stats(opts.feats_stats)
+        model.set_normalization(stats["mean"], stats["std"])
+    if opts.init_param:
+        obj = load_checkpoint(opts.init_param)
+        model.load_state_dict(obj["model"] if "model" in obj else obj)
+        logging.info("initialised from %s", opts.init_param)
+    if opts.init_embedding:
+        load_embedding(model, opts.init_embedding, opts.freeze_embedding)
+    return model, model_conf
+
+
+def train_xe(opts: XEOptions) -> None:
     """Train a captioner with cross-entropy (Adam), validating every epoch.
 
     Args:
-        train_data_dir, valid_data_dir: dump directories (feats.scp, text, spk2utt, feats_dim).
-        token_list: ``tokens.txt`` (``bpe.model`` beside it for BPE).
-        output_dir: experiment directory (config.yaml, checkpoints, tensorboard/).
-        feats_stats: ``feats_stats.npz`` of the train set (global mean/std), or ``None``.
-        encoder, encoder_conf, decoder, decoder_conf: model choice (defaults: seed 000).
-        specaug, specaug_conf: SpecAugment in training (seed 000 post-challenge: T=50, F=10).
-        batch_size: captions per batch (``xe_unit: caption``) or clips per batch (``clip``).
-        xe_unit: ``caption`` iterates captions (seed 000, ESPnet: a clip is encoded once
-            per caption); ``clip`` iterates clips, encodes each once and averages the
+        opts: the options (:class:`captionlib.train.options.XEOptions`), among them:
+            ``train_data_dir``, ``valid_data_dir`` (dump directories: feats.scp, text,
+            spk2utt, feats_dim); ``token_list`` (``tokens.txt``, ``bpe.model`` beside it for
+            BPE); ``output_dir`` (config.yaml, checkpoints, tensorboard/); ``feats_stats``
+            (global mean/std of the train set); ``encoder``/``decoder`` and their ``*_conf``
+            (defaults: seed 000); ``specaug`` (seed 000 post-challenge: T=50, F=10);
+            ``xe_unit``: ``caption`` iterates captions (seed 000, ESPnet: a clip is encoded
+            once per caption), ``clip`` iterates clips, encodes each once and averages the
             cross-entropy over all its captions (5x fewer encoder passes per epoch on
-            Clotho-style data, fewer but less noisy updates).
-        max_epoch: epochs; lr: Adam learning rate.
-        num_iters_per_epoch: batches per epoch, cycling through reshuffled passes (see
-            :func:`captionlib.train.common.epoch_batches`); ``None``: one pass per epoch.
-        batch_type, bucket_pool: ``random`` or length-``bucket``-ed batches (see
-            :func:`captionlib.train.common.epoch_batches`).
-        init_param: model file to initialise the weights from.
-        init_embedding: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
-            token list (``caption_train_word2vec``), copied into the decoder's embedding
-            (seed 000's CRNN-W); ``freeze_embedding`` keeps them fixed.
-        ngpu: 0 (CPU) or > 0 (CUDA); under ``torchrun`` one process per GPU, or per CPU
-            rank with gloo (see :mod:`captionlib.utils.distributed`); ``batch_size`` is
-            then the global batch.
-        amp: mixed precision on CUDA (``none``, ``bf16``, ``fp16``; see :class:`Trainer`).
-        dry_run: build the model, log it, and return without training.
-        config: resolved options written to ``config.yaml``.
-
-        best_model_criterion: ``cider_d`` (greedy CIDEr-D), ``bleu_4`` (greedy BLEU-4,
-            seed 000's XE selection) or ``loss``: decides which ``keep_nbest`` epoch files stay.
+            Clotho-style data, fewer but less noisy updates); ``num_iters_per_epoch``,
+            ``batch_type``, ``bucket_pool`` (see :func:`captionlib.train.common.epoch_batches`);
+            ``init_embedding``: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
+            token list (``caption_train_word2vec``, seed 000's CRNN-W), ``freeze_embedding``
+            keeps them fixed; ``ngpu`` 0 (CPU) or > 0 (CUDA), under ``torchrun`` one process
+            per GPU or per CPU rank with gloo (see :mod:`captionlib.utils.distributed`;
+            ``batch_size`` is then the global batch); ``amp`` (see :class:`Trainer`);
+            ``best_model_criterion``: ``cider_d`` (greedy CIDEr-D), ``bleu_4`` (greedy
+            BLEU-4, seed 000's XE selection) or ``loss`` decides which ``keep_nbest`` epoch
+            files stay; ``dry_run`` builds the model, logs it and returns.
 
     Best model files: ``valid.cider_d.best.pth``, ``valid.bleu_4.best.pth`` and
     ``valid.loss.best.pth``, whatever ``best_model_criterion``.
@@ -144,62 +124,26 @@ def train_xe(
     Raises:
         ValueError: bad ``xe_unit`` or ``best_model_criterion``.
     """
-    if xe_unit not in UNITS:
-        raise ValueError(f"xe_unit must be caption or clip, got {xe_unit!r}")
-    criteria = best_criteria(best_model_criterion, ("cider_d", "bleu_4", "loss"))
-    set_seed(seed)
-    device = init_distributed(ngpu)
-    tokenizer = load_tokenizer(token_list)
-    model_conf = {
-        "vocab_size": tokenizer.vocab_size,
-        "feats_dim": feats_dim(train_data_dir),
-        "encoder": encoder,
-        "encoder_conf": encoder_conf or {},
-        "decoder": decoder,
-        "decoder_conf": decoder_conf or {},
-        "specaug_conf": (specaug_conf or {}) if specaug else None,
-    }
-    model = build_model(model_conf)
-    if feats_stats:
-        stats = load_feats_stats(feats_stats)
-        model.set_normalization(stats["mean"], stats["std"])
-    if init_param:
-        obj = load_checkpoint(init_param)
-        model.load_state_dict(obj["model"] if "model" in obj else obj)
-        logging.info("initialised from %s", init_param)
-    if init_embedding:
-        load_embedding(model, init_embedding, freeze_embedding)
+    if opts.xe_unit not in UNITS:
+        raise ValueError(f"xe_unit must be caption or clip, got {opts.xe_unit!r}")
+    criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4", "loss"))
+    set_seed(opts.seed)
+    device = init_distributed(opts.ngpu)
+    tokenizer = load_tokenizer(opts.token_list)
+    model, model_conf = xe_model(opts, tokenizer)
     model.to(device)
     log_model(model)
-    if config is not None:
-        write_config(output_dir, config)
-    if dry_run:
+    write_config(opts)
+    if opts.dry_run:
         return
-    if xe_unit == "clip":
-        train_set, collate = ClipCaptionsDataset(train_data_dir, tokenizer), collate_clip_captions
+    if opts.xe_unit == "clip":
+        train_set, collate = ClipCaptionsDataset(opts.train_data_dir, tokenizer), collate_clip_captions
     else:
-        train_set, collate = CaptionDataset(train_data_dir, tokenizer), collate_captions
+        train_set, collate = CaptionDataset(opts.train_data_dir, tokenizer), collate_captions
     validate = clip_validation(
-        AudioRefsDataset(valid_data_dir), tokenizer, device, batch_size, max_len,
-        captions=dict(ClipCaptionsDataset(valid_data_dir, tokenizer).items),
+        AudioRefsDataset(opts.valid_data_dir), tokenizer, device, opts.batch_size, opts.max_len,
+        captions=dict(ClipCaptionsDataset(opts.valid_data_dir, tokenizer).items),
     )
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
-    Trainer(
-        model,
-        optimizer,
-        xe_objective,
-        epoch_loader(train_set, collate, batch_size, seed, num_workers, num_iters_per_epoch,
-                     batch_type, bucket_pool),
-        validate,
-        output_dir,
-        max_epoch,
-        model_conf,
-        tokenizer.token_list,
-        best_criteria=criteria,
-        keep_nbest=keep_nbest,
-        grad_clip=grad_clip,
-        log_interval=log_interval,
-        device=device,
-        extra_file_info={"bpe_proto": tokenizer.bpe_proto},
-        amp=amp,
-    ).run()
+    params = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    fit(opts, model, xe_objective, params, train_set, collate, validate, criteria, device,
+        {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto})

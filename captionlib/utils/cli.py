@@ -7,12 +7,14 @@ its command line first with :func:`setup_logging` + :func:`get_commandline_args`
 """
 
 import argparse
+import dataclasses
 import logging
 import os
 import shlex
 import socket
 import sys
-from typing import Any, Dict, Optional, Sequence
+import typing
+from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar
 
 import configargparse
 import yaml
@@ -62,6 +64,57 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     if not isinstance(out, dict):
         raise argparse.ArgumentTypeError(f"expected a mapping, got {value!r}")
     return out
+
+
+def float_or_none(value: str) -> Optional[float]:
+    """Parse a float, or ``none``/``null`` to ``None``."""
+    if str(value).strip().lower() in ("none", "null", ""):
+        return None
+    return float(value)
+
+
+#: argparse ``type`` of each option field annotation (see :func:`add_options`).
+OPTION_TYPES = {
+    int: int, float: float, str: str, bool: str2bool,
+    Optional[int]: int_or_none, Optional[float]: float_or_none, Optional[str]: str_or_none,
+    Dict[str, Any]: yaml_dict,
+}
+
+Options = TypeVar("Options")
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add one ``--<name>`` option per field of the dataclass ``cls``, in field order.
+
+    Each field's metadata (see :func:`captionlib.train.options.option`) gives its help
+    text, argparse group and choices; its annotation gives the parser (:data:`OPTION_TYPES`:
+    ``bool`` takes true/false, ``Optional[...]`` also takes none, a mapping takes YAML).
+
+    Raises:
+        TypeError: a field of an annotation without a parser.
+    """
+    hints = typing.get_type_hints(cls)
+    groups: Dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if hints[f.name] not in OPTION_TYPES:
+            raise TypeError(f"{cls.__name__}.{f.name}: no command-line parser for {hints[f.name]}")
+        name = f.metadata.get("group")
+        if name and name not in groups:
+            groups[name] = parser.add_argument_group(name)
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        kw = {"choices": f.metadata["choices"]} if f.metadata.get("choices") else {}
+        (groups[name] if name else parser).add_argument(
+            f"--{f.name}", type=OPTION_TYPES[hints[f.name]], default=default, help=f.metadata.get("help"), **kw)
+
+
+def required_options(cls: type) -> List[str]:
+    """The fields of the dataclass ``cls`` marked ``required`` (for :func:`parse_args`)."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("required")]
+
+
+def options_from_args(cls: Type[Options], args: argparse.Namespace) -> Options:
+    """The dataclass ``cls`` filled from parsed ``args`` (other attributes are ignored)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
 def get_commandline_args() -> str:

@@ -10,12 +10,19 @@ them the same way. Per clip the matrix is:
 * video, ``pooled``: (T, C), one pooled vector per sampled frame (T <= ``num_frames``).
 """
 
+import functools
 import logging
 import os
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from torch import nn
 
 from captionlib.io.datadir import PathLike, read_scp
+from captionlib.io.feats import FeatShardWriter
 from captionlib.visual import MEDIA_TYPES, default_image_size
+from captionlib.visual.cnn import build_backbone, cnn_features, load_exported
+from captionlib.visual.media import load_image_tensor, load_video_tensor
 
 
 def extract_visual_feats(
@@ -72,12 +79,24 @@ def extract_visual_feats(
         FileNotFoundError: a missing medium (same naming) or weights file.
         RuntimeError: a torchvision backbone without an importable torchvision.
     """
-    import torch
+    _check_options(media_type, output, image_size, num_frames, batch_size)
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)
+    backbone, name, image_size = _load_backbone(cnn, cnn_weights, image_size, seed)
+    feats_type = f"cnn_{name}_{output}"
+    media = read_scp(media_scp)
+    prefix = os.path.abspath(os.fspath(out_prefix))
+    logging.info("extracting %s features (%d px) of %d %ss from %s to %s.*", feats_type, image_size, len(media),
+                 media_type, media_scp, prefix)
+    load = functools.partial(_load_medium, media_scp, media_type, image_size, num_frames)
+    write = _write_image_feats if media_type == "image" else _write_video_feats
+    with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(media), log_interval) as writer:
+        write(writer, media, load, backbone, output, batch_size)
+    return dict(writer.num_frames)
 
-    from captionlib.io.feats import FeatShardWriter
-    from captionlib.visual.cnn import build_backbone, cnn_features, load_exported
-    from captionlib.visual.media import load_image_tensor, load_video_tensor
 
+def _check_options(media_type: str, output: str, image_size: Optional[int], num_frames: int, batch_size: int) -> None:
+    """Raise ValueError for an unknown media type, ``grid`` for video, or a size below 1."""
     if media_type not in MEDIA_TYPES:
         raise ValueError(f"media_type must be one of {MEDIA_TYPES}, got {media_type!r}")
     if media_type == "video" and output != "pooled":
@@ -85,8 +104,23 @@ def extract_visual_feats(
     for name, value in (("image_size", image_size), ("num_frames", num_frames), ("batch_size", batch_size)):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    if num_threads > 0:
-        torch.set_num_threads(num_threads)
+
+
+def _load_backbone(cnn: str, cnn_weights: Optional[PathLike], image_size: Optional[int],
+                   seed: int) -> Tuple[nn.Module, str, int]:
+    """The CNN, its name for ``feats_type`` and the image side to extract at.
+
+    Args:
+        cnn, cnn_weights, seed: see :func:`extract_visual_feats`; ``exported`` with weights loads
+            the ``.pt2`` (:func:`captionlib.visual.cnn.load_exported`), anything else goes to
+            :func:`captionlib.visual.cnn.build_backbone`.
+        image_size: the requested side, or ``None`` for the backbone's own
+            (:func:`captionlib.visual.default_image_size`). A missing or different size saved in a
+            ``.pt2`` is logged as a warning.
+
+    Returns:
+        ``(module (B, 3, H, W) -> (B, C, H', W'), name, image_size)``.
+    """
     if cnn == "exported" and cnn_weights:
         backbone, meta = load_exported(cnn_weights)
         name = meta.get("cnn", "exported")
@@ -99,39 +133,46 @@ def extract_visual_feats(
         elif exported_size and image_size != exported_size:
             logging.warning("--image_size %d differs from the image_size %s of the exported %s (%s)",
                             image_size, exported_size, name, cnn_weights)
-    else:
-        backbone, name = build_backbone(cnn, cnn_weights, seed=seed), cnn
-        if image_size is None:
-            image_size = default_image_size(cnn)
-    feats_type = f"cnn_{name}_{output}"
-    media = read_scp(media_scp)
-    prefix = os.path.abspath(os.fspath(out_prefix))
-    logging.info("extracting %s features (%d px) of %d %ss from %s to %s.*", feats_type, image_size, len(media),
-                 media_type, media_scp, prefix)
+        return backbone, name, image_size
+    backbone = build_backbone(cnn, cnn_weights, seed=seed)
+    return backbone, cnn, default_image_size(cnn) if image_size is None else image_size
 
-    def load(i: int, key: str, path: str):
-        try:
-            if media_type == "image":
-                return load_image_tensor(path, image_size)
-            return load_video_tensor(path, num_frames, image_size)
-        except (ValueError, FileNotFoundError) as e:
-            raise type(e)(f"{media_scp}:{i}: clip {key}: {e}") from None
 
-    with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(media), log_interval) as writer:
+def _load_medium(media_scp: PathLike, media_type: str, image_size: int, num_frames: int, i: int, key: str,
+                 path: str) -> torch.Tensor:
+    """The image (3, S, S) or sampled video frames (T, 3, S, S) of clip ``key``, line ``i`` of ``media_scp``.
+
+    Raises:
+        ValueError, FileNotFoundError: of the loaders (:mod:`captionlib.visual.media`), the message
+            prefixed with ``<media_scp>:<i>: clip <key>:``.
+    """
+    try:
         if media_type == "image":
+            return load_image_tensor(path, image_size)
+        return load_video_tensor(path, num_frames, image_size)
+    except (ValueError, FileNotFoundError) as e:
+        raise type(e)(f"{media_scp}:{i}: clip {key}: {e}") from None
+
+
+def _write_image_feats(writer: FeatShardWriter, media: Dict[str, str], load: Callable[[int, str, str], torch.Tensor],
+                       backbone: nn.Module, output: str, batch_size: int) -> None:
+    """Write one (1, C) (``pooled``) or (H'*W', C) (``grid``) matrix per image, ``batch_size`` images per forward."""
+    batch_keys, batch = [], []
+    items = list(media.items())
+    for i, (key, path) in enumerate(items, start=1):
+        batch_keys.append(key)
+        batch.append(load(i, key, path))
+        if len(batch) == batch_size or i == len(items):
+            feats = cnn_features(backbone, torch.stack(batch), output)
+            for k, f in zip(batch_keys, feats):
+                writer[k] = f.reshape(-1, f.shape[-1]).numpy()
             batch_keys, batch = [], []
-            items = list(media.items())
-            for i, (key, path) in enumerate(items, start=1):
-                batch_keys.append(key)
-                batch.append(load(i, key, path))
-                if len(batch) == batch_size or i == len(items):
-                    feats = cnn_features(backbone, torch.stack(batch), output)
-                    for k, f in zip(batch_keys, feats):
-                        writer[k] = f.reshape(-1, f.shape[-1]).numpy()
-                    batch_keys, batch = [], []
-        else:
-            for i, (key, path) in enumerate(media.items(), start=1):
-                frames = load(i, key, path)
-                feats = [cnn_features(backbone, chunk, output) for chunk in frames.split(batch_size)]
-                writer[key] = torch.cat(feats).numpy()
-    return dict(writer.num_frames)
+
+
+def _write_video_feats(writer: FeatShardWriter, media: Dict[str, str], load: Callable[[int, str, str], torch.Tensor],
+                       backbone: nn.Module, output: str, batch_size: int) -> None:
+    """Write one (T, C) matrix per video, a pooled vector per sampled frame, ``batch_size`` frames per forward."""
+    for i, (key, path) in enumerate(media.items(), start=1):
+        frames = load(i, key, path)
+        feats = [cnn_features(backbone, chunk, output) for chunk in frames.split(batch_size)]
+        writer[key] = torch.cat(feats).numpy()

@@ -24,9 +24,11 @@ import zipfile
 import zlib
 from typing import Dict, Optional
 
+import h5py
 import numpy as np
 
 from captionlib.io.datadir import PathLike, read_scp
+from captionlib.io.feats import FeatShardWriter
 from captionlib.visual import LAYOUTS  # noqa: F401 (re-exported)
 
 
@@ -87,8 +89,6 @@ def _load_att(source: str, corpus_id: str):
 
 class _H5Source:
     def __init__(self, source: str) -> None:
-        import h5py
-
         if not os.path.isfile(source):
             raise FileNotFoundError(f"no such HDF5 file: {source}")
         self.path = source
@@ -98,8 +98,6 @@ class _H5Source:
             raise ValueError(f"{source} is not a readable HDF5 file ({e})") from None
 
     def __call__(self, corpus_id: str):
-        import h5py
-
         obj = self.file.get(corpus_id)
         if not isinstance(obj, h5py.Dataset):
             raise KeyError(f"no dataset {corpus_id!r} in {self.path}")
@@ -159,8 +157,6 @@ def import_feats(
         FileNotFoundError: a missing source, or a missing feature file.
         KeyError: an id missing from the HDF5 file (same naming).
     """
-    from captionlib.io.feats import FeatShardWriter
-
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     source = os.fspath(source)

@@ -10,7 +10,8 @@ the conv map to a fixed grid.) EXIF orientation is not applied (as torchvision's
 ``default_loader``).
 
 Video frames are sampled uniformly in time (:func:`load_video_frames`). ``av`` (PyAV, FFmpeg
-bindings) is imported only when a video is read.
+bindings) is imported only when a video is read, so that image corpora do not need FFmpeg's
+libraries to load.
 """
 
 import logging
@@ -20,6 +21,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
+from PIL import Image, UnidentifiedImageError
 
 from captionlib.io.datadir import PathLike
 
@@ -34,8 +36,6 @@ def load_image(path: PathLike):
         FileNotFoundError: ``path`` does not exist.
         ValueError: Pillow cannot identify or decode the file (the path is named).
     """
-    from PIL import Image, UnidentifiedImageError
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such image file: {path}")
@@ -59,8 +59,6 @@ def preprocess_image(img, image_size: int = 224) -> torch.Tensor:
     Raises:
         ValueError: ``image_size < 1`` or an empty image.
     """
-    from PIL import Image
-
     if image_size < 1:
         raise ValueError(f"image_size must be >= 1, got {image_size}")
     if img.mode != "RGB":

@@ -286,7 +286,7 @@ _fc=$(basename "${feats_config}" .yaml); _fc=${_fc#feats_}; _fc=${_fc#"${feats_t
 if [ "${_fc}" = "${feats_type}" ]; then feats_tag=${feats_type}; else feats_tag=${feats_type}_${_fc}; fi
 stats_dir=${expdir}/stats_${feats_tag}
 feats_stats=${stats_dir}/feats_stats.npz
-cider_df=${stats_dir}/cider_df.pkl
+cider_df=${stats_dir}/cider_df.npz
 if [ -z "${xe_tag}" ]; then
     xe_tag=xe_$(basename "${xe_config}" .yaml)_${feats_tag}_${token_tag}$(sanitize "${xe_args}")
     if "${word2vec}"; then

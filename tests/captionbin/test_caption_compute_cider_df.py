@@ -42,7 +42,7 @@ def test_print_config(capsys):
 @pytest.mark.parametrize("with_utt2spk", [True, False])
 def test_main_writes_df(tmp_path, with_utt2spk):
     d, caps = _data_dir(tmp_path, with_utt2spk)
-    out = tmp_path / "exp" / "stats" / "cider_df.pkl"
+    out = tmp_path / "exp" / "stats" / "cider_df.npz"
     main(["--text", str(d / "text"), "--output", str(out)])
     df = DocumentFrequency.load(str(out))
     want = DocumentFrequency.from_references({c: [clean_words(x) for x in xs] for c, xs in caps.items()})
@@ -56,5 +56,5 @@ def test_bad_caption_id_without_utt2spk(tmp_path):
     d.mkdir()
     _write(d / "text", ["weird_id a caption"])
     with pytest.raises(SystemExit) as e:
-        main(["--text", str(d / "text"), "--output", str(tmp_path / "o.pkl")])
+        main(["--text", str(d / "text"), "--output", str(tmp_path / "o.npz")])
     assert e.value.code == 1

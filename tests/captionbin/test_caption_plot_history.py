@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from captionbin.caption_plot_history import get_parser, main
-from captionlib.train.plot import group_exp_dirs, plot_history
+from captionlib.report.plot import group_exp_dirs, plot_history
 
 XE = "xe_train_xe_small_logmel_word"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

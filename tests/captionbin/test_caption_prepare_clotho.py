@@ -1,4 +1,4 @@
-"""Tests of caption_prepare_clotho / captionlib.io.clotho and egs/clotho/local/{data,download}.sh.
+"""Tests of caption_prepare_clotho / captionlib.corpora.clotho and egs/clotho/local/{data,download}.sh.
 
 Real data: the 26-clip Clotho subset (official layout), the 2-s fixture clips and the
 full official caption CSVs (for rows with parentheses, quotes and commas).
@@ -19,7 +19,7 @@ import soundfile as sf
 import yaml
 
 from captionbin import caption_prepare_clotho
-from captionlib.io.clotho import ClothoPrepError, prepare_clotho
+from captionlib.corpora.clotho import ClothoPrepError, prepare_clotho
 from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 
 REPO = Path(__file__).resolve().parents[2]

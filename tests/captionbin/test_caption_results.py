@@ -1,4 +1,4 @@
-"""Tests of captionbin.caption_results and captionlib.metrics.results on fabricated score files."""
+"""Tests of captionbin.caption_results and captionlib.report.results on fabricated score files."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from captionbin.caption_results import get_parser, main
-from captionlib.metrics.results import (
+from captionlib.report.results import (
     METRIC_KEYS,
     collect_scores,
     format_results,
@@ -319,7 +319,7 @@ def test_significance_pairs_staged_rl_and_xe_decoded_with_another_model_file(tmp
     """Seed 000's XE models are decoded with valid.bleu_4.best.pth and their RL models with
     valid.cider_d.best.pth (same decode config); seed 004's multitask nests under REINFORCE+.
     Both are compared with the XE model at the root of their dirs."""
-    from captionlib.metrics.results import collect_significance, decode_config_of
+    from captionlib.report.results import collect_significance, decode_config_of
 
     assert decode_config_of("decode_greedy_model_valid.bleu_4.best") == "decode_greedy"
     exp = tmp_path / "exp"

@@ -1,16 +1,41 @@
-"""Layering: the RL objectives and decoding know nothing of the modality (issue 12).
+"""Layering of the packages.
 
-Audio, image and video code lives in the front end (``captionlib.audio``, ``captionlib.visual``)
-and the feature files; ``captionlib.rl`` and ``captionlib.decode`` work on (T, D) feature
-matrices and encodings only.
+* The import-linter contract of ``.importlinter`` (issue 23): each package of captionlib imports
+  only from the layers below it, and the library does not import the binaries.
+* The RL objectives and decoding know nothing of the modality (issue 12): audio, image and
+  video code lives in the front end (``captionlib.audio``, ``captionlib.visual``) and the
+  feature files; ``captionlib.rl`` and ``captionlib.decode`` work on (T, D) feature matrices
+  and encodings only.
 """
 
+import os
 import pkgutil
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import captionlib.decode
 import captionlib.rl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lint_imports():
+    """The ``lint-imports`` script of this interpreter's environment, else the one on PATH."""
+    script = Path(sys.executable).parent / "lint-imports"
+    return str(script) if script.is_file() else shutil.which("lint-imports")
+
+
+def test_import_layers_contract():
+    lint = _lint_imports()
+    if lint is None:
+        pytest.skip("lint-imports not found (pip install import-linter, or the 'test' extra)")
+    r = subprocess.run([lint, "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
 
 FRONT_END = ("captionlib.audio", "captionlib.visual", "soundfile", "librosa", "soxr", "av", "PIL", "torchvision")
 

@@ -17,7 +17,7 @@ from captionlib.audio.io import load_audio
 from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, find_audio_files, pack_model, read_packed
 
 MEMBERS = {"manifest.json", "model.pth", "config.yaml", "tokens.txt", "feats_config.yaml", "feats_stats.npz",
-           "cider_df.pkl", "decode_config.yaml"}
+           "cider_df.npz", "decode_config.yaml"}
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from captionlib.io.datadir import (
+    feats_dim,
     load_data_dir,
     read_scp,
     read_spk2utt,
@@ -136,3 +137,10 @@ def test_load_data_dir(tmp_path):
         load_data_dir(tmp_path)
     with pytest.raises(NotADirectoryError):
         load_data_dir(tmp_path / "nope")
+
+
+def test_feats_dim(tmp_path):
+    with pytest.raises(FileNotFoundError, match="feats_dim: missing"):
+        feats_dim(tmp_path)
+    (tmp_path / "feats_dim").write_text("64\n")
+    assert feats_dim(tmp_path) == 64 and feats_dim(str(tmp_path)) == 64

@@ -104,8 +104,9 @@ def test_score_ids_equals_score(train_df_and_batch):
 
 def test_save_load_roundtrip(tmp_path, train_df_and_batch):
     df, refs, clip_ids, cands = train_df_and_batch
-    path = tmp_path / "cider_df.pkl"
+    path = tmp_path / "cider_df.npz"
     df.save(str(path))
+    assert path.read_bytes()[:2] == b"PK" and not list(tmp_path.glob("*.tmp"))  # npz, written atomically
     df2 = DocumentFrequency.load(str(path))
     assert (df2.n, df2.num_docs, df2.words) == (df.n, df.num_docs, df.words)
     np.testing.assert_array_equal(df2.keys, df.keys)
@@ -114,8 +115,10 @@ def test_save_load_roundtrip(tmp_path, train_df_and_batch):
     b = CiderD(df2, refs=refs).score(clip_ids[:50], cands[:50])
     np.testing.assert_array_equal(a, b)
     (tmp_path / "bad.pkl").write_bytes(b"\x80\x04K\x01.")  # pickled int
-    with pytest.raises(ValueError, match="not a captionlib"):
+    with pytest.raises(ValueError, match="bad.pkl: not an .npz .* --trust_pickle true"):
         DocumentFrequency.load(str(tmp_path / "bad.pkl"))
+    with pytest.raises(ValueError, match="bad.pkl: not a captionlib"):
+        DocumentFrequency.load(str(tmp_path / "bad.pkl"), trust_pickle=True)
 
 
 def test_edge_cases_match_pycocoevalcap():
@@ -179,8 +182,8 @@ def test_reward_cider_d_batch(tmp_path, train_df_and_batch):
     from captionlib.rl.rewards import Reward, describe_reward
 
     df, refs, clip_ids, cands = train_df_and_batch
-    df.save(str(tmp_path / "df.pkl"))
-    out = Reward("cider_d_batch:2,cider_d:1", refs, str(tmp_path / "df.pkl"))(clip_ids, cands)
+    df.save(str(tmp_path / "df.npz"))
+    out = Reward("cider_d_batch:2,cider_d:1", refs, str(tmp_path / "df.npz"))(clip_ids, cands)
     np.testing.assert_array_equal(out["cider_d_batch"], batch_cider_d(refs, clip_ids, cands))
     np.testing.assert_allclose(out["reward"], 2 * out["cider_d_batch"] + out["cider_d"], rtol=0, atol=1e-12)
     assert describe_reward("cider_d_batch:2,cider_d:1") == "2 CIDEr-D with per-batch IDF + CIDEr-D"

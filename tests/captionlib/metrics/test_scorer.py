@@ -6,7 +6,7 @@ import shutil
 import pytest
 from _metrics_data import clotho_split
 
-from captionlib.metrics.scorer import SCORE_KEYS, compute_caption_scores, format_result, parse_metrics
+from captionlib.metrics.scorer import SCORE_KEYS, SpiceOptions, compute_caption_scores, format_result, parse_metrics
 from captionlib.metrics.spice import CORENLP_JARS, ENV_SPICE_LIB, spice_command, spice_unavailable_reason
 
 
@@ -79,7 +79,7 @@ def test_spice_and_spider_with_jars(tmp_path):
         pytest.skip(f"SPICE cannot run here: {reason}")
     refs, hyps = _small_set(3)
     out = compute_caption_scores(refs, hyps, metrics="cider_d,spice,spider",
-                                 spice_cache_dir=str(tmp_path / "cache"), spice_heap="2G")
+                                 spice=SpiceOptions(cache_dir=str(tmp_path / "cache"), heap="2G"))
     assert 0 <= out["SPICE"] <= 1
     assert out["SPIDEr"] == pytest.approx((out["CIDEr-D"] + out["SPICE"]) / 2)
 

@@ -7,7 +7,7 @@ import pytest
 from captionbin.caption_results import main as results_main
 from captionbin.caption_score import main as score_main
 from captionlib.metrics.diversity import diversity_metrics
-from captionlib.metrics.results import METRIC_KEYS
+from captionlib.report.results import METRIC_KEYS
 from captionlib.metrics.scorer import (
     NBEST_DIVERSITY_KEYS,
     SAMPLE_CIDER_KEY,

@@ -6,6 +6,7 @@ from torch import nn
 
 from captionlib.models.captioner import Captioner, load_model_file
 from captionlib.train.average import average_checkpoints
+from captionlib.train.options import TrainOptions
 from captionlib.train.trainer import Trainer
 
 CONF = {"vocab_size": 12, "decoder_conf": {"hidden_size": 8}}
@@ -37,10 +38,9 @@ def _trainer(tmp_path, max_epoch, objective, model=None):
     model = model or Captioner(**CONF)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     scores = iter([0.1, 0.3, 0.2, 0.25, 0.05])
-    return Trainer(
-        model, opt, objective, _batches, lambda m: {"cider_d": next(scores)}, str(tmp_path), max_epoch,
-        CONF, [str(i) for i in range(12)], keep_nbest=2, log_interval=1,
-    )
+    opts = TrainOptions(output_dir=str(tmp_path), max_epoch=max_epoch, keep_nbest=2, log_interval=1)
+    return Trainer(model, opt, objective, _batches, lambda m: {"cider_d": next(scores)}, opts,
+                   CONF, [str(i) for i in range(12)])
 
 
 def test_resume_after_kill_continues_from_last_epoch(tmp_path):
@@ -123,7 +123,7 @@ def test_a_second_trainer_on_a_live_experiment_dir_stops(tmp_path):
     import subprocess
     import sys
 
-    from captionlib.train.checkpoint import exp_dir_lock
+    from captionlib.utils.fileio import exp_dir_lock
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -149,8 +149,9 @@ def _amp_trainer(tmp_path, amp, device="cpu", max_epoch=2):
     def batches(epoch):
         return [tuple(t.to(device) for t in b) for b in _batches(epoch)]
 
-    return Trainer(model, opt, Objective(), batches, lambda m: {"cider_d": 0.1}, str(tmp_path), max_epoch,
-                   CONF, [str(i) for i in range(12)], device=torch.device(device), amp=amp)
+    opts = TrainOptions(output_dir=str(tmp_path), max_epoch=max_epoch, amp=amp)
+    return Trainer(model, opt, Objective(), batches, lambda m: {"cider_d": 0.1}, opts,
+                   CONF, [str(i) for i in range(12)], device=torch.device(device))
 
 
 def test_amp_is_off_on_cpu_with_a_warning(tmp_path, caplog):

@@ -26,12 +26,13 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import yaml
+
+from captionlib.metrics.significance import BootstrapResult, has_per_clip, paired_bootstrap_files
 from captionlib.rl import RL_ALGOS
-
-if TYPE_CHECKING:
-    from captionlib.metrics.significance import BootstrapResult
+from captionlib.rl.rewards import describe_reward
 
 #: Metric keys of ``score.json`` shown in the table, in column order.
 METRIC_KEYS = (
@@ -152,8 +153,6 @@ def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> 
         :data:`XE_PAPERS` by its encoder and decoder (``"XE (<encoder> + <decoder>)"`` for a
         pair not listed). Other models: :data:`PAPERS` (empty for an unknown kind).
     """
-    from captionlib.rl.rewards import describe_reward
-
     algo = model_algorithm(model_path) or ""
     config = config or {}
     if algo == "xe":
@@ -184,8 +183,6 @@ def read_model_config(model_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
     Raises:
         ValueError: naming the file, if it is not a YAML mapping.
     """
-    import yaml
-
     path = Path(model_dir) / "config.yaml"
     if not path.is_file():
         return None
@@ -256,7 +253,7 @@ class SignificanceRow:
     decode_tag: str
     test_set: str
     seeds: List[Optional[int]]
-    results: List["BootstrapResult"]
+    results: List[BootstrapResult]
     bootstrap_seed: int = BOOTSTRAP_SEED
 
 
@@ -393,8 +390,6 @@ def collect_significance(
         ValueError: naming the files, if a ``per_clip.json`` is unreadable or the XE and
             RL files cover different clips.
     """
-    from captionlib.metrics.significance import has_per_clip, paired_bootstrap_files
-
     by_key = {(r.model, r.decode_tag, r.test_set): r for r in rows}
     by_config: Dict[tuple, List[ScoreRow]] = {}
     for r in rows:

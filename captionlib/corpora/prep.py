@@ -1,7 +1,7 @@
 """Shared plumbing of the corpus preparations (COCO, MSVD, MSR-VTT, AudioCaps).
 
-Each corpus module (:mod:`captionlib.io.coco`, :mod:`captionlib.io.msvd`,
-:mod:`captionlib.io.msrvtt`, :mod:`captionlib.io.audiocaps`) parses its official annotation files into
+Each corpus module (:mod:`captionlib.corpora.coco`, :mod:`captionlib.corpora.msvd`,
+:mod:`captionlib.corpora.msrvtt`, :mod:`captionlib.corpora.audiocaps`) parses its official annotation files into
 :class:`ClipCaptions` records and hands them to :func:`write_caption_dir`, which writes
 the Kaldi-style data directory (``docs/CONVENTIONS.md`` section 3.4; a clip plays the
 speaker, a caption the utterance)::
@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Type
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from captionlib.io.datadir import PathLike, read_utf8, utt2spk_to_spk2utt, write_scp
 from captionlib.text.cleaner import clean_words
@@ -137,6 +137,33 @@ def media_problem(path: Optional[str], expected: str) -> Optional[str]:
     if os.path.getsize(path) == 0:
         return f"empty media file (0 bytes): {path}"
     return None
+
+
+def media_root(root: Optional[PathLike], what: str, error_cls: Type[ValueError]) -> Optional[str]:
+    """The absolute path of an optional media root (``None`` stays ``None``).
+
+    Args:
+        root: the image/video folder given by the user, or ``None`` (features are imported).
+        what: ``"image"`` or ``"video"``, named in the error.
+        error_cls: raised (``"<root>: <what> root not found"``) when ``root`` is not a directory.
+    """
+    if root is None:
+        return None
+    path = os.path.abspath(os.fspath(root))
+    if not os.path.isdir(path):
+        raise error_cls(f"{path}: {what} root not found")
+    return path
+
+
+def locate_media(root: str, subdirs: Sequence[str], filename: str) -> Tuple[Optional[str], Optional[str]]:
+    """Find ``filename`` under ``root`` (see :func:`find_media`) and check it (:func:`media_problem`).
+
+    Returns:
+        ``(path, None)`` for a usable file, else ``(path or None, why it is unusable)``; the
+        message names every ``<root>/<subdir>/<filename>`` looked at.
+    """
+    path = find_media(root, subdirs, filename)
+    return path, media_problem(path, " or ".join(os.path.join(root, s, filename) for s in subdirs))
 
 
 def caption_ids(clip_id: str, count: int, width: int = 2) -> List[str]:

@@ -1,4 +1,4 @@
-"""captionlib.io.msrvtt on the committed mini MSR-VTT fixture and on malformed JSON records."""
+"""captionlib.corpora.msrvtt on the committed mini MSR-VTT fixture and on malformed JSON records."""
 
 import json
 import logging
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
-from captionlib.io.msrvtt import MsrvttPrepError, clip_id, prepare_msrvtt
+from captionlib.corpora.msrvtt import MsrvttPrepError, clip_id, prepare_msrvtt
 
 FIXTURE = Path(__file__).resolve().parents[3] / "egs" / "mini_msrvtt" / "msrvtt_fixture"
 TRAIN_VAL = FIXTURE / "train_val_videodatainfo.json"

@@ -19,28 +19,28 @@ and, optionally, the videos ``<video_root>/TrainValVideo/videoN.mp4`` and
 ``train`` and ``val`` read the train/val file (splits ``train`` and ``validate``),
 ``test`` the test file. Output ``<output_dir>/{text,utt2spk,spk2utt,clip2id}``
 (+ ``video.scp`` with absolute paths when ``video_root`` is given), see
-:mod:`captionlib.io.prep`. Clip ids are ``msrvtt-video<NNNNN>``, ``clip2id`` gives
+:mod:`captionlib.corpora.prep`. Clip ids are ``msrvtt-video<NNNNN>``, ``clip2id`` gives
 ``videoN``; caption ids ``<clip-id>-<kk>`` in ``sen_id`` order.
 """
 
 import logging
 import os
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from captionlib.io.datadir import PathLike
-from captionlib.io.prep import (
+from captionlib.corpora.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,
     collapse_ws,
-    find_media,
     json_list,
     load_json,
-    media_problem,
+    locate_media,
+    media_root,
     missing_keys,
     write_caption_dir,
 )
+from captionlib.io.datadir import PathLike
 
 SPLITS = {"train": "train", "val": "validate", "test": "test"}
 OFFICIAL_SPLITS = ("train", "validate", "test")
@@ -104,13 +104,46 @@ def prepare_msrvtt(
     data = load_json(path, MsrvttPrepError)
     videos = json_list(data, "videos", path, MsrvttPrepError)
     sentences = json_list(data, "sentences", path, MsrvttPrepError)
-    root = None if video_root is None else os.path.abspath(os.fspath(video_root))
-    if root is not None and not os.path.isdir(root):
-        raise MsrvttPrepError(f"{root}: video root not found")
+    root = media_root(video_root, "video", MsrvttPrepError)
     bad = BadRecords(skip_bad, MsrvttPrepError)
+    video_index, in_split = _read_videos(videos, path, official, bad)
+    captions = _read_sentences(sentences, path, video_index, in_split, bad)
+    clips: List[ClipCaptions] = []
+    for vid, number in sorted(in_split.items(), key=lambda kv: kv[1]):
+        where = f"{path}:videos[{video_index[vid]}]"
+        if not captions[vid]:
+            bad(f"{where}: video {vid} has no caption")
+            continue
+        media = None
+        if root is not None:
+            media, problem = locate_media(root, VIDEO_SUBDIRS[official], vid + VIDEO_EXT)
+            if problem:
+                bad(f"{where}: {problem}")
+                continue
+        ordered = [c for _, c in sorted(captions[vid], key=lambda sc: sc[0])]
+        clips.append(ClipCaptions(clip_id(number), vid, ordered, media))
+    stats = write_caption_dir(output_dir, clips, "video.scp", MsrvttPrepError, f"{path}: split {official!r}")
+    stats["skipped"] = bad.skipped
+    logging.info("MSR-VTT %s: wrote %d videos and %d captions to %s (%d bad records skipped)", split,
+                 stats["clips"], stats["captions"], os.fspath(output_dir), bad.skipped)
+    return stats
 
-    video_index: Dict[str, int] = {}  # every valid video of the file -> record index
-    in_split: Dict[str, int] = {}  # video_id -> N, for the requested split
+
+def _read_videos(videos: Sequence[object], path: str, official: str,
+                 bad: BadRecords) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """Check the ``videos`` records of the JSON file ``path``.
+
+    Args:
+        videos: the records (``video_id``, ``split`` ...).
+        path: the JSON file, named in the messages (``<path>:videos[<i>]: ...``).
+        official: the corpus's split to keep (``train``, ``validate``, ``test``).
+        bad: receives each bad record.
+
+    Returns:
+        ``({video_id: record index} of every good video, {video_id: N} of those of ``official``)``.
+    """
+    video_index: Dict[str, int] = {}
+    in_split: Dict[str, int] = {}
     for i, rec in enumerate(videos):
         where = f"{path}:videos[{i}]"
         problem = missing_keys(rec, VIDEO_KEYS)
@@ -131,8 +164,24 @@ def prepare_msrvtt(
         video_index[vid] = i
         if rec["split"] == official:
             in_split[vid] = int(m.group(1))
+    return video_index, in_split
 
-    captions: Dict[str, List[tuple]] = {vid: [] for vid in in_split}
+
+def _read_sentences(sentences: Sequence[object], path: str, video_index: Dict[str, int], in_split: Dict[str, int],
+                    bad: BadRecords) -> Dict[str, List[Tuple[int, str]]]:
+    """Check the ``sentences`` records of ``path`` and group the captions of the split's videos.
+
+    Args:
+        sentences: the records (``caption``, ``video_id``, ``sen_id``).
+        path: the JSON file, named in the messages (``<path>:sentences[<i>]: ...``).
+        video_index: the good videos of the file (a sentence of another video is bad).
+        in_split: the videos of the split.
+        bad: receives each bad record.
+
+    Returns:
+        ``{video_id: [(sen_id, caption), ...]}`` for every video of ``in_split``, in file order.
+    """
+    captions: Dict[str, List[Tuple[int, str]]] = {vid: [] for vid in in_split}
     sen_index: Dict[object, int] = {}
     for i, sent in enumerate(sentences):
         where = f"{path}:sentences[{i}]"
@@ -158,26 +207,4 @@ def prepare_msrvtt(
             continue
         if vid in captions:
             captions[vid].append((sen_id, caption))
-
-    clips: List[ClipCaptions] = []
-    for vid, number in sorted(in_split.items(), key=lambda kv: kv[1]):
-        where = f"{path}:videos[{video_index[vid]}]"
-        if not captions[vid]:
-            bad(f"{where}: video {vid} has no caption")
-            continue
-        media = None
-        if root is not None:
-            filename = vid + VIDEO_EXT
-            subdirs = VIDEO_SUBDIRS[official]
-            media = find_media(root, subdirs, filename)
-            problem = media_problem(media, " or ".join(os.path.join(root, s, filename) for s in subdirs))
-            if problem:
-                bad(f"{where}: {problem}")
-                continue
-        ordered = [c for _, c in sorted(captions[vid], key=lambda sc: sc[0])]
-        clips.append(ClipCaptions(clip_id(number), vid, ordered, media))
-    stats = write_caption_dir(output_dir, clips, "video.scp", MsrvttPrepError, f"{path}: split {official!r}")
-    stats["skipped"] = bad.skipped
-    logging.info("MSR-VTT %s: wrote %d videos and %d captions to %s (%d bad records skipped)", split,
-                 stats["clips"], stats["captions"], os.fspath(output_dir), bad.skipped)
-    return stats
+    return captions

@@ -2,14 +2,14 @@
 
 Each experiment dir holds the ``history.json`` of :class:`captionlib.train.trainer.Trainer`
 (a list of per-epoch dicts: ``epoch``, ``train_<stat>``, ``valid_<stat>``). Dirs of the
-same seed group (:func:`captionlib.metrics.results.seed_group`: the names without their
+same seed group (:func:`captionlib.report.results.seed_group`: the names without their
 ``_seed<N>`` tokens) are drawn as one line, the mean over the seeds at each epoch, with a
 shaded band from the minimum to the maximum over the seeds.
 
 Layout: the left column shows the training objective, ``train_loss`` of XE dirs and
-``train_reward`` of RL dirs (dir names of :data:`captionlib.metrics.results.RL_ALGORITHMS`),
+``train_reward`` of RL dirs (dir names of :data:`captionlib.report.results.RL_ALGORITHMS`),
 in one sub-panel each since their scales differ; the right panel shows ``valid_cider_d``
-per epoch for every group. matplotlib is imported only here, with the Agg canvas.
+per epoch for every group. matplotlib is used through its Agg canvas (no pyplot, no global backend).
 """
 
 import json
@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-from captionlib.metrics.results import RL_ALGORITHMS, model_algorithm, seed_group
+from captionlib.report.results import RL_ALGORITHMS, model_algorithm, seed_group
 
 VALID_KEY = "valid_cider_d"
 #: (history key, panel title) of the objective of XE dirs and of RL dirs.
@@ -79,7 +81,7 @@ def group_exp_dirs(exp_dirs: Sequence[Union[str, Path]]) -> Dict[str, List[Path]
 
     Names are taken relative to the common parent of the dirs' parents (``exp`` for
     ``exp/xe_a_seed0`` and ``exp/xe_a_seed0/scst_b_seed0``). The label is the model kind of
-    :func:`captionlib.metrics.results.model_algorithm` (``xe``, ``scst``, ...) when that is
+    :func:`captionlib.report.results.model_algorithm` (``xe``, ``scst``, ...) when that is
     unique among the groups, else the group's last name component, else its whole name.
 
     Returns:
@@ -137,9 +139,6 @@ def plot_history(
             path = d / "history.json"
             curves[label]["objective"].append(_curve(history, kinds[label][0], path))
             curves[label][VALID_KEY].append(_curve(history, VALID_KEY, path))
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     objectives = [k for k in (XE_OBJECTIVE, RL_OBJECTIVE) if k in kinds.values()]
     fig = Figure(figsize=(12, 3.6 * len(objectives) + 0.6))

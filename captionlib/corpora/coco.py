@@ -16,7 +16,7 @@ and, optionally, the COCO 2014 images as ``<image_root>/<filepath>/<filename>``.
 ``--split train`` is Karpathy's ``train`` plus ``restval`` (the 113k images of the
 literature); ``val`` and ``test`` are his 5k splits. Output ``<output_dir>/{text,utt2spk,
 spk2utt,clip2id}`` (+ ``image.scp`` with absolute paths when ``image_root`` is given),
-see :mod:`captionlib.io.prep`. Clip ids are ``coco-<cocoid, 12 digits>``,
+see :mod:`captionlib.corpora.prep`. Clip ids are ``coco-<cocoid, 12 digits>``,
 ``clip2id`` gives the COCO image id; caption ids ``<clip-id>-<kk>`` in the order of the
 image's ``sentences``. Every listed sentence is kept (most images have 5, a few 6-7); an
 image with fewer than 5 usable ones is logged as a warning. ``raw`` is kept as written
@@ -27,8 +27,7 @@ import logging
 import os
 from typing import Dict, List, Optional
 
-from captionlib.io.datadir import PathLike
-from captionlib.io.prep import (
+from captionlib.corpora.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,
@@ -36,9 +35,11 @@ from captionlib.io.prep import (
     json_list,
     load_json,
     media_problem,
+    media_root,
     missing_keys,
     write_caption_dir,
 )
+from captionlib.io.datadir import PathLike
 
 SPLITS = {"train": ("train", "restval"), "val": ("val",), "test": ("test",)}
 KARPATHY_SPLITS = ("train", "restval", "val", "test")
@@ -87,64 +88,97 @@ def prepare_coco(
         raise CocoPrepError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     path = os.fspath(dataset_json)
     images = json_list(load_json(path, CocoPrepError), "images", path, CocoPrepError)
-    root = None if image_root is None else os.path.abspath(os.fspath(image_root))
-    if root is not None and not os.path.isdir(root):
-        raise CocoPrepError(f"{root}: image root not found")
+    root = media_root(image_root, "image", CocoPrepError)
     bad = BadRecords(skip_bad, CocoPrepError)
     clips: List[ClipCaptions] = []
     seen: Dict[int, int] = {}
     for i, rec in enumerate(images):
         where = f"{path}:images[{i}]"
-        problem = missing_keys(rec, IMAGE_KEYS)
+        problem = _record_problem(rec, seen)
         if problem:
             bad(f"{where}: {problem}")
             continue
-        if rec["split"] not in KARPATHY_SPLITS:
-            bad(f"{where}: unknown split {rec['split']!r}; expected one of {', '.join(KARPATHY_SPLITS)}")
-            continue
-        cocoid = rec["cocoid"]
-        if isinstance(cocoid, bool) or not isinstance(cocoid, int) or cocoid < 0:
-            bad(f"{where}: cocoid must be a non-negative integer, got {cocoid!r}")
-            continue
-        if cocoid in seen:
-            bad(f"{where}: cocoid {cocoid} repeated (first in images[{seen[cocoid]}])")
-            continue
-        seen[cocoid] = i
+        seen[rec["cocoid"]] = i
         if rec["split"] not in SPLITS[split]:
             continue
-        if not isinstance(rec["sentences"], list):
-            bad(f"{where}: 'sentences' must be a list")
-            continue
-        captions = []
-        for j, sent in enumerate(rec["sentences"]):
-            raw = sent.get("raw") if isinstance(sent, dict) else None
-            if not isinstance(raw, str):
-                bad(f"{where}.sentences[{j}]: missing or non-string 'raw'")
-                continue
-            caption = collapse_ws(raw)
-            problem = caption_problem(caption)
-            if problem:
-                bad(f"{where}.sentences[{j}]: {problem}")
-                continue
-            captions.append(caption)
-        if not captions:
-            bad(f"{where}: image {cocoid} has no usable sentence")
-            continue
-        if len(captions) < MIN_CAPTIONS:
-            logging.warning("%s: image %d has %d reference(s), fewer than %d", where, cocoid, len(captions),
-                            MIN_CAPTIONS)
-        media = None
-        if root is not None:
-            filepath, filename = str(rec["filepath"]), str(rec["filename"])
-            media = os.path.join(root, filepath, filename)
-            problem = media_problem(media, media)
-            if problem:
-                bad(f"{where}: {problem}")
-                continue
-        clips.append(ClipCaptions(clip_id(cocoid), str(cocoid), captions, media))
+        clip = _image_clip(rec, where, root, bad)
+        if clip is not None:
+            clips.append(clip)
     stats = write_caption_dir(output_dir, clips, "image.scp", CocoPrepError,
                               f"{path}: split {split!r} ({', '.join(SPLITS[split])})")
     stats["skipped"] = bad.skipped
     logging.info("COCO %s: wrote %d images and %d captions to %s (%d bad records skipped)", split,
                  stats["clips"], stats["captions"], os.fspath(output_dir), bad.skipped)
     return stats
+
+
+def _record_problem(rec: object, seen: Dict[int, int]) -> Optional[str]:
+    """Why an ``images[i]`` record is bad (keys, Karpathy split, ``cocoid``), or ``None``.
+
+    Args:
+        rec: the JSON record.
+        seen: ``{cocoid: record index}`` of the good records so far (a repeated id is bad).
+    """
+    problem = missing_keys(rec, IMAGE_KEYS)
+    if problem:
+        return problem
+    if rec["split"] not in KARPATHY_SPLITS:
+        return f"unknown split {rec['split']!r}; expected one of {', '.join(KARPATHY_SPLITS)}"
+    cocoid = rec["cocoid"]
+    if isinstance(cocoid, bool) or not isinstance(cocoid, int) or cocoid < 0:
+        return f"cocoid must be a non-negative integer, got {cocoid!r}"
+    if cocoid in seen:
+        return f"cocoid {cocoid} repeated (first in images[{seen[cocoid]}])"
+    return None
+
+
+def _image_clip(rec: dict, where: str, root: Optional[str], bad: BadRecords) -> Optional[ClipCaptions]:
+    """The clip of a good image record of the split, or ``None`` when ``bad`` skipped it.
+
+    Args:
+        rec: the record (checked by :func:`_record_problem`).
+        where: ``<dataset_json>:images[<i>]``, starting the messages.
+        root: the image root (``<root>/<filepath>/<filename>`` is checked), or ``None``.
+        bad: receives a bad sentence, an image without usable sentence, a missing or empty image.
+    """
+    cocoid = rec["cocoid"]
+    captions = _image_captions(rec["sentences"], where, bad)
+    if captions is None:
+        return None
+    if not captions:
+        bad(f"{where}: image {cocoid} has no usable sentence")
+        return None
+    if len(captions) < MIN_CAPTIONS:
+        logging.warning("%s: image %d has %d reference(s), fewer than %d", where, cocoid, len(captions),
+                        MIN_CAPTIONS)
+    media = None
+    if root is not None:
+        media = os.path.join(root, str(rec["filepath"]), str(rec["filename"]))
+        problem = media_problem(media, media)
+        if problem:
+            bad(f"{where}: {problem}")
+            return None
+    return ClipCaptions(clip_id(cocoid), str(cocoid), captions, media)
+
+
+def _image_captions(sentences: object, where: str, bad: BadRecords) -> Optional[List[str]]:
+    """The usable ``raw`` captions (whitespace collapsed) of an image's ``sentences``, in order.
+
+    A bad sentence goes to ``bad``; ``None`` (also via ``bad``) when ``sentences`` is no list.
+    """
+    if not isinstance(sentences, list):
+        bad(f"{where}: 'sentences' must be a list")
+        return None
+    captions = []
+    for j, sent in enumerate(sentences):
+        raw = sent.get("raw") if isinstance(sent, dict) else None
+        if not isinstance(raw, str):
+            bad(f"{where}.sentences[{j}]: missing or non-string 'raw'")
+            continue
+        caption = collapse_ws(raw)
+        problem = caption_problem(caption)
+        if problem:
+            bad(f"{where}.sentences[{j}]: {problem}")
+            continue
+        captions.append(caption)
+    return captions

@@ -1,4 +1,4 @@
-"""captionlib.io.coco on the committed mini COCO fixture (Karpathy format) and on malformed JSON."""
+"""captionlib.corpora.coco on the committed mini COCO fixture (Karpathy format) and on malformed JSON."""
 
 import json
 import logging
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from captionlib.io.coco import CocoPrepError, clip_id, prepare_coco
+from captionlib.corpora.coco import CocoPrepError, clip_id, prepare_coco
 from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 
 FIXTURE = Path(__file__).resolve().parents[3] / "egs" / "mini_mscoco" / "coco_fixture"

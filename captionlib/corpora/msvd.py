@@ -18,7 +18,7 @@ Only rows with ``Language == "English"`` are used; rows of clips not in the mapp
 CSV describes more clips than the 1,970) are ignored. The CSV is read with Python's
 ``csv`` module (quoted commas and newlines inside a description are fine). Output
 ``<output_dir>/{text,utt2spk,spk2utt,clip2id}`` (+ ``video.scp`` with absolute paths when
-``video_root`` is given), see :mod:`captionlib.io.prep`. Clip ids are
+``video_root`` is given), see :mod:`captionlib.corpora.prep`. Clip ids are
 ``msvd-vid<NNNN>``; ``clip2id`` gives ``<VideoID>_<Start>_<End>``; caption ids
 ``<clip-id>-<kk>`` in CSV order.
 """
@@ -28,16 +28,16 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from captionlib.io.datadir import PathLike, read_csv_rows
-from captionlib.io.prep import (
+from captionlib.corpora.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,
     collapse_ws,
-    find_media,
-    media_problem,
+    locate_media,
+    media_root,
     write_caption_dir,
 )
+from captionlib.io.datadir import PathLike, read_csv_rows
 
 SPLITS = ("train", "val", "test")
 STANDARD_SPLIT_SIZES = (1200, 100, 670)
@@ -106,6 +106,7 @@ def read_mapping(path: PathLike) -> Dict[str, Tuple[int, int]]:
 
 
 def _int_cell(value: str) -> Optional[int]:
+    """The integer of a ``Start``/``End`` cell (digits only, surrounding blanks allowed), or ``None``."""
     value = value.strip()
     return int(value) if re.fullmatch(r"[0-9]+", value) else None
 
@@ -153,24 +154,63 @@ def prepare_msvd(
     csv_path, map_path = os.fspath(corpus_csv), os.fspath(mapping)
     names = read_mapping(map_path)
     rows = read_csv_rows(csv_path, HEADER, MsvdPrepError, "corpus CSV")
-    root = None if video_root is None else os.path.abspath(os.fspath(video_root))
-    if root is not None and not os.path.isdir(root):
-        raise MsvdPrepError(f"{root}: video root not found")
+    root = media_root(video_root, "video", MsvdPrepError)
     bad = BadRecords(skip_bad, MsvdPrepError)
     in_split = {name: num for name, (num, _) in names.items() if first <= num <= last}
     if len(in_split) != last - first + 1:
         logging.warning("%s: %d clips with vid%d-vid%d (split %s), expected %d", map_path, len(in_split), first,
                         last, split, last - first + 1)
+    captions, ignored = _read_captions(rows, csv_path, names, in_split, bad)
+    clips: List[ClipCaptions] = []
+    for name, num in sorted(in_split.items(), key=lambda kv: kv[1]):
+        if not captions[name]:
+            bad(f"{map_path}:{names[name][1]}: clip {name} (vid{num}) has no English description in {csv_path}")
+            continue
+        media = None
+        if root is not None:
+            media, problem = locate_media(root, VIDEO_SUBDIRS, name + VIDEO_EXT)
+            if problem:
+                bad(f"{map_path}:{names[name][1]}: {problem}")
+                continue
+        clips.append(ClipCaptions(clip_id(num), name, captions[name], media))
+    stats = write_caption_dir(output_dir, clips, "video.scp", MsvdPrepError,
+                              f"{map_path}: split {split!r} (vid{first}-vid{last})")
+    stats["skipped"] = bad.skipped
+    logging.info("MSVD %s: wrote %d clips and %d captions to %s (%d non-English rows, %d English rows without a "
+                 "description and %d rows of unmapped clips ignored, %d bad rows/clips skipped)", split,
+                 stats["clips"], stats["captions"], os.fspath(output_dir), ignored["other_language"],
+                 ignored["no_text"], ignored["not_mapped"], bad.skipped)
+    return stats
+
+
+def _read_captions(
+    rows: Sequence[Tuple[int, List[str]]], csv_path: str, names: Dict[str, Tuple[int, int]],
+    in_split: Dict[str, int], bad: BadRecords,
+) -> Tuple[Dict[str, List[str]], Dict[str, int]]:
+    """Group the English descriptions of the corpus CSV by clip of the split.
+
+    Args:
+        rows: ``(line number, cells)`` of the CSV's data rows.
+        csv_path: the CSV, named in the messages (``<csv>:<line>: ...``).
+        names: the mapping (:func:`read_mapping`).
+        in_split: ``{clip name: vid number}`` of the split.
+        bad: receives a row with the wrong column count or a bad VideoID/Start/End.
+
+    Returns:
+        ``({clip name: [caption, ...]} for every clip of in_split, counts)``, ``counts`` the rows
+        ignored: ``other_language``, ``no_text`` (English without words, logged) and
+        ``not_mapped`` (clips outside the mapping).
+    """
     captions: Dict[str, List[str]] = {name: [] for name in in_split}
+    ignored = {"other_language": 0, "no_text": 0, "not_mapped": 0}
     lang_i = HEADER.index("Language")
-    other_language = not_mapped = no_text = 0
     for line, cells in rows:
         where = f"{csv_path}:{line}"
         if len(cells) != len(HEADER):
             bad(f"{where}: expected {len(HEADER)} columns, got {len(cells)}")
             continue
         if cells[lang_i].strip() != "English":
-            other_language += 1
+            ignored["other_language"] += 1
             continue
         video, start, end = cells[0].strip(), _int_cell(cells[1]), _int_cell(cells[2])
         if not video or start is None or end is None:
@@ -181,32 +221,11 @@ def prepare_msvd(
         problem = caption_problem(caption)
         if problem:  # the released corpus has such English rows: a documented, logged skip
             logging.warning("skipping: %s: %s", where, problem)
-            no_text += 1
+            ignored["no_text"] += 1
             continue
         name = f"{video}_{start}_{end}"
         if name in captions:
             captions[name].append(caption)
         elif name not in names:
-            not_mapped += 1
-    clips: List[ClipCaptions] = []
-    for name, num in sorted(in_split.items(), key=lambda kv: kv[1]):
-        if not captions[name]:
-            bad(f"{map_path}:{names[name][1]}: clip {name} (vid{num}) has no English description in {csv_path}")
-            continue
-        media = None
-        if root is not None:
-            filename = name + VIDEO_EXT
-            media = find_media(root, VIDEO_SUBDIRS, filename)
-            problem = media_problem(media, " or ".join(os.path.join(root, s, filename) for s in VIDEO_SUBDIRS))
-            if problem:
-                bad(f"{map_path}:{names[name][1]}: {problem}")
-                continue
-        clips.append(ClipCaptions(clip_id(num), name, captions[name], media))
-    stats = write_caption_dir(output_dir, clips, "video.scp", MsvdPrepError,
-                              f"{map_path}: split {split!r} (vid{first}-vid{last})")
-    stats["skipped"] = bad.skipped
-    logging.info("MSVD %s: wrote %d clips and %d captions to %s (%d non-English rows, %d English rows without a "
-                 "description and %d rows of unmapped clips ignored, %d bad rows/clips skipped)", split,
-                 stats["clips"], stats["captions"], os.fspath(output_dir), other_language, no_text, not_mapped,
-                 bad.skipped)
-    return stats
+            ignored["not_mapped"] += 1
+    return captions, ignored

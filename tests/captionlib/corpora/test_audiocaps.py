@@ -1,4 +1,4 @@
-"""captionlib.io.audiocaps on the committed mini AudioCaps fixture and on made-up CSVs/audio folders."""
+"""captionlib.corpora.audiocaps on the committed mini AudioCaps fixture and on made-up CSVs/audio folders."""
 
 import csv
 import logging
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from captionlib.io.audiocaps import (
+from captionlib.corpora.audiocaps import (
     AudioCapsPrepError,
     audio_names,
     clip_id,

@@ -33,11 +33,11 @@ import logging
 import math
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from captionlib.audio.io import AUDIO_EXTENSIONS
-from captionlib.io.datadir import PathLike, read_csv_rows, write_scp
-from captionlib.io.prep import (
+from captionlib.audio.io import AUDIO_EXTENSIONS, audio_info
+from captionlib.corpora.prep import (
     BadRecords,
     ClipCaptions,
     caption_problem,
@@ -46,6 +46,7 @@ from captionlib.io.prep import (
     media_problem,
     write_caption_dir,
 )
+from captionlib.io.datadir import PathLike, read_csv_rows, write_scp
 
 SPLITS = ("train", "val", "test")
 HEADER = ["audiocap_id", "youtube_id", "start_time", "caption"]
@@ -169,8 +170,6 @@ def prepare_audiocaps(
             naming it; more than ``max_missing_fraction`` of the clips missing (after
             ``missing`` is written); no clip left.
     """
-    from captionlib.audio.io import audio_info
-
     if split not in SPLITS:
         raise AudioCapsPrepError(f"unknown AudioCaps split {split!r}; expected one of {', '.join(SPLITS)}")
     if not 0.0 <= max_missing_fraction <= 1.0:
@@ -181,19 +180,50 @@ def prepare_audiocaps(
         raise AudioCapsPrepError(f"{audio_root}: audio folder not found (local/download.sh says how to fetch it)")
     bad = BadRecords(skip_bad, AudioCapsPrepError)
     clips, num_rows = _parse_rows(csv_path, bad)
+    found = _find_audio(clips, audio_root, split, bad)
+    out = os.fspath(output_dir)
+    _write_missing(out, found.missing, len(clips), split, audio_root, max_missing_fraction)
+    what = f"{csv_path} ({num_rows} rows, {bad.skipped} skipped, {len(found.missing)} clips missing)"
+    counts = write_caption_dir(out, found.kept, "wav.scp", AudioCapsPrepError, what)
+    write_scp(os.path.join(out, "aud2name"), found.aud2name)
+    write_scp(os.path.join(out, "reco2dur"), found.reco2dur)
+    logging.info("AudioCaps %s: wrote %d clips and %d captions to %s (%d bad rows or files skipped)",
+                 split, counts["clips"], counts["captions"], out, bad.skipped)
+    return dict(counts, missing=len(found.missing), listed=len(clips), skipped=bad.skipped)
+
+
+@dataclass
+class _FoundAudio:
+    """What :func:`_find_audio` found: the clips with usable audio and the clips without audio.
+
+    Attributes:
+        kept: the clips with a readable, non-empty audio file (``media`` set), in CSV order.
+        aud2name: ``{clip_id: audio file name}`` of ``kept``.
+        reco2dur: ``{clip_id: duration in seconds, 3 decimals}`` of ``kept``.
+        missing: ``{clip_id: [youtube_id, start_time, file names looked for ...]}``.
+    """
+
+    kept: List[ClipCaptions] = field(default_factory=list)
+    aud2name: Dict[str, str] = field(default_factory=dict)
+    reco2dur: Dict[str, str] = field(default_factory=dict)
+    missing: Dict[str, List[str]] = field(default_factory=dict)
+
+
+def _find_audio(clips: Dict[Tuple[str, str], ClipCaptions], audio_root: str, split: str,
+                bad: BadRecords) -> _FoundAudio:
+    """Look up each clip's audio (see :func:`audio_names`) in ``audio_root`` or ``audio_root/<split>``.
+
+    A clip without a file is listed as missing; an empty, unreadable or 0-sample file goes to ``bad``.
+    """
     clips_per_id: Dict[str, int] = {}
     for youtube_id, _ in clips:
         clips_per_id[youtube_id] = clips_per_id.get(youtube_id, 0) + 1
-
-    kept: List[ClipCaptions] = []
-    aud2name: Dict[str, str] = {}
-    reco2dur: Dict[str, str] = {}
-    missing: Dict[str, List[str]] = {}
+    found = _FoundAudio()
     for (youtube_id, start), clip in clips.items():
         names = audio_names(youtube_id, start, with_y=clips_per_id[youtube_id] == 1)
         path = next((p for p in (find_media(audio_root, (split, ""), n) for n in names) if p), None)
         if path is None:
-            missing[clip.clip_id] = [youtube_id, start] + names
+            found.missing[clip.clip_id] = [youtube_id, start] + names
             continue
         problem = media_problem(path, path)
         if problem:
@@ -208,15 +238,23 @@ def prepare_audiocaps(
             bad(f"{path}: empty audio (0 samples) of clip {clip.clip_id}")
             continue
         clip.media = path
-        kept.append(clip)
-        aud2name[clip.clip_id] = os.path.basename(path)
-        reco2dur[clip.clip_id] = f"{info.duration:.3f}"
+        found.kept.append(clip)
+        found.aud2name[clip.clip_id] = os.path.basename(path)
+        found.reco2dur[clip.clip_id] = f"{info.duration:.3f}"
+    return found
 
-    out = os.fspath(output_dir)
+
+def _write_missing(out: str, missing: Dict[str, List[str]], num_clips: int, split: str, audio_root: str,
+                   max_missing_fraction: float) -> None:
+    """Write ``<out>/missing``, log how many clips lack audio, and fail when too many do.
+
+    Raises:
+        AudioCapsPrepError: more than ``max_missing_fraction`` of the ``num_clips`` clips missing.
+    """
     missing_path = os.path.join(out, "missing")
     write_scp(missing_path, missing)
-    fraction = len(missing) / len(clips) if clips else 0.0
-    summary = (f"AudioCaps {split}: {len(missing)} of {len(clips)} clips missing ({100 * fraction:.1f}%), "
+    fraction = len(missing) / num_clips if num_clips else 0.0
+    summary = (f"AudioCaps {split}: {len(missing)} of {num_clips} clips missing ({100 * fraction:.1f}%), "
                f"listed in {missing_path}")
     logging.log(logging.WARNING if missing else logging.INFO, "%s", summary)
     if fraction > max_missing_fraction:
@@ -225,10 +263,3 @@ def prepare_audiocaps(
             "of the clips (fetch them with local/download.sh, or raise --max_missing_fraction if they are gone "
             "from YouTube)"
         )
-    counts = write_caption_dir(out, kept, "wav.scp", AudioCapsPrepError,
-                               f"{csv_path} ({num_rows} rows, {bad.skipped} skipped, {len(missing)} clips missing)")
-    write_scp(os.path.join(out, "aud2name"), aud2name)
-    write_scp(os.path.join(out, "reco2dur"), reco2dur)
-    logging.info("AudioCaps %s: wrote %d clips and %d captions to %s (%d bad rows or files skipped)",
-                 split, counts["clips"], counts["captions"], out, bad.skipped)
-    return dict(counts, missing=len(missing), listed=len(clips), skipped=bad.skipped)

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Convert a model file, checkpoint, packed model or CIDEr-D document-frequency file written by
+an older captionlib into the formats that load without running code.
+
+captionlib loads model files, checkpoints (``latest.pth``) and packed models with
+``torch.load(weights_only=True)`` and document frequencies from ``.npz`` with
+``allow_pickle=False``: a file someone else wrote cannot run code on your machine. Older
+versions wrote numpy's RNG state into ``latest.pth`` and the document frequencies as a pickle
+(``cider_df.pkl``, also inside packed models); those files are refused with a message naming
+this command. It reads the old file with ``pickle``, which runs any code the file holds, so
+it requires ``--trust_pickle true``: use it only for files you made yourself (see
+:func:`captionlib.pretrained.convert_legacy_file`).
+
+Usage:
+    python -m captionbin.caption_convert_model --trust_pickle true \\
+        --input exp/xe_x/latest.pth --output exp/xe_x/latest.pth
+    python -m captionbin.caption_convert_model --trust_pickle true \\
+        --input exp/stats_logmel/cider_df.pkl --output exp/stats_logmel/cider_df.npz
+    python -m captionbin.caption_convert_model --trust_pickle true \\
+        --input old/valid.cider_d.best.zip --output new/valid.cider_d.best.zip
+"""
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool
+
+REQUIRED = ("input", "output")
+
+
+def get_parser():
+    """Return the argument parser of caption_convert_model."""
+    parser = get_base_parser("Convert a file of an older captionlib (pickles) into the safe formats")
+    parser.add_argument("--input", default=None,
+                        help="(required) the old file: model file, latest.pth, packed model (.zip) or cider_df.pkl")
+    parser.add_argument("--output", default=None,
+                        help="(required) the converted file, written atomically (may be --input; "
+                             "a document-frequency file becomes .npz: name it so)")
+    parser.add_argument("--trust_pickle", type=str2bool, default=False,
+                        help="(required: true) read the old file with pickle, which runs any code the file "
+                             "holds: only for files you made yourself, never for files from others")
+    return parser
+
+
+def main(cmd: Optional[Sequence[str]] = None) -> None:
+    """Run caption_convert_model."""
+    parser = get_parser()
+    args = parse_args(parser, cmd, REQUIRED)
+    if not args.trust_pickle:
+        parser.error("--trust_pickle true is required: the old file is unpickled, which runs any code it "
+                     "holds; convert only files you made yourself")
+    from captionlib.pretrained import convert_legacy_file
+
+    try:
+        kind = convert_legacy_file(args.input, args.output)
+    except (ValueError, FileNotFoundError) as e:
+        logging.error("%s", e)
+        sys.exit(1)
+    logging.info("converted %s (%s) into %s", args.input, kind, args.output)
+
+
+if __name__ == "__main__":
+    main()

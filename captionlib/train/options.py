@@ -1,0 +1,103 @@
+"""The options of the training entry points, each written once (issue 23).
+
+One dataclass per trainer: :class:`TrainOptions` holds what XE (stage 5) and RL (stage 6)
+share, :class:`XEOptions` and :class:`captionlib.rl.options.RLOptions` add their own. Each
+field carries its default, its help text and its argparse group; the binaries generate
+their parsers from the fields (:func:`captionlib.utils.cli.add_options`), so a default is
+written in one place only. This is icefall's ``get_params()`` and ESPnet2's
+``add_arguments`` in one object. The module imports no torch, so ``--help`` stays fast.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from captionlib.data import UNITS
+from captionlib.train import SELECTION_MODES
+
+#: ``--batch_type`` values: shuffled batches, or length-bucketed ones (see ``epoch_batches``).
+BATCH_TYPES = ("random", "bucket")
+#: ``--amp`` values (see :data:`captionlib.train.trainer.AMP_MODES`).
+AMP_CHOICES = ("none", "bf16", "fp16")
+
+
+def option(default: Any, help: str, group: str, choices: Optional[tuple] = None, required: bool = False) -> Any:
+    """A dataclass field that is also a command-line option.
+
+    Args:
+        default: the default value (a dict default is copied per instance).
+        help: the ``--help`` text.
+        group: the argparse group it is listed under.
+        choices: the allowed values, checked by argparse.
+        required: the binary refuses to run without it (checked after ``--print_config``).
+    """
+    meta = {"help": help, "group": group, "choices": choices, "required": required}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+DATA, OPTIM, RUNTIME, MODEL = "data and output", "optimisation", "runtime", "model"
+
+
+@dataclass
+class TrainOptions:
+    """Options shared by XE training (``caption_train``) and RL fine-tuning (``caption_rl_train``).
+
+    Units: ``lr`` and ``weight_decay`` are Adam's; ``grad_clip`` is an L2 norm (0: off);
+    ``max_len`` counts tokens (eos included); ``batch_size`` counts items (XE: captions or
+    clips, RL: clips) of the global batch under ``torchrun``.
+    """
+
+    train_data_dir: Optional[str] = option(None, "dump dir of the train set (feats.scp, text, spk2utt)", DATA,
+                                           required=True)
+    valid_data_dir: Optional[str] = option(None, "dump dir of the validation set", DATA, required=True)
+    output_dir: Optional[str] = option(None, "experiment directory", DATA, required=True)
+    batch_size: int = option(32, "items per batch (XE: captions, or clips with --xe_unit clip; RL: clips)", OPTIM)
+    max_epoch: int = option(25, "epochs", OPTIM)
+    lr: float = option(5e-4, "Adam learning rate", OPTIM)
+    weight_decay: float = option(0.0, "Adam weight decay (L2)", OPTIM)
+    grad_clip: float = option(0.0, "max gradient norm (0 = off)", OPTIM)
+    num_iters_per_epoch: Optional[int] = option(
+        None, "batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass", OPTIM)
+    batch_type: str = option("random", "random: shuffled batches; bucket: length-bucketed batches (little padding)",
+                             OPTIM, BATCH_TYPES)
+    bucket_pool: int = option(32, "batch_type bucket: batches per sorting pool (0: sort the whole set, ESPnet2's "
+                                  "'sorted')", OPTIM)
+    keep_nbest: int = option(5, "epoch model files kept (the best by --best_model_criterion)", OPTIM)
+    best_model_criterion: str = option(
+        "cider_d", "validation metric of greedy captions (or XE loss) that ranks the epochs; every metric still "
+                   "gets its valid.<metric>.best.pth (seed 000 XE: bleu_4)", OPTIM, tuple(SELECTION_MODES))
+    log_interval: int = option(50, "steps between progress lines", OPTIM)
+    max_len: int = option(30, "max caption tokens when decoding (eos included)", OPTIM)
+    num_workers: int = option(0, "DataLoader worker processes", RUNTIME)
+    ngpu: int = option(0, "0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)", RUNTIME)
+    amp: str = option("none", "mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on "
+                              "CPU", RUNTIME, AMP_CHOICES)
+    seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
+    dry_run: bool = option(False, "build the model and exit", RUNTIME)
+
+
+@dataclass
+class XEOptions(TrainOptions):
+    """Options of cross-entropy training (stage 5, seed 000 sec. 3.4); see :func:`captionlib.train.xe.train_xe`."""
+
+    token_list: Optional[str] = option(None, "tokens.txt (bpe.model beside it for BPE)", DATA, required=True)
+    feats_stats: Optional[str] = option(None, "feats_stats.npz (global mean/std)", DATA)
+    init_param: Optional[str] = option(None, "model file to start from", DATA)
+    init_embedding: Optional[str] = option(
+        None, ".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)", DATA)
+    freeze_embedding: bool = option(False, "keep --init_embedding fixed", DATA)
+    xe_unit: str = option("caption", "caption: one item per caption (seed 000); clip: one encoder pass per clip, "
+                                     "cross-entropy averaged over all its captions", DATA, UNITS)
+    # the registry of captionlib.models.captioner (ENCODERS, DECODERS), spelled here so that
+    # --help imports no torch; tests/captionlib/models/test_registry.py checks that they agree
+    encoder: str = option("crnn", "crnn: seed 000's audio CRNN; linear: per-frame/region projection (Show-and-Tell, "
+                                  "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004)", MODEL,
+                          ("crnn", "linear", "rnn"))
+    encoder_conf: Dict[str, Any] = option({}, "encoder options (YAML mapping)", MODEL)
+    decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
+                                 "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001)", MODEL,
+                          ("gru", "lstm", "att_lstm"))
+    decoder_conf: Dict[str, Any] = option({}, "decoder options (YAML mapping)", MODEL)
+    specaug: bool = option(False, "SpecAugment during training", MODEL)
+    specaug_conf: Dict[str, Any] = option({}, "SpecAugment options (YAML mapping)", MODEL)

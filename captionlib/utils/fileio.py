@@ -1,0 +1,199 @@
+"""File I/O that every layer needs: atomic writes, loading torch files without running code,
+and the lock of an experiment directory.
+
+Loading is safe: :func:`load_checkpoint` reads model files, checkpoints (``latest.pth``) and
+packed-model members with ``torch.load(weights_only=True)``, which rebuilds tensors and plain
+Python values (dict, list, tuple, str, bytes, int, float, bool, None) and refuses any other
+type, so a crafted file cannot run code when it is loaded (a pickle can name any callable,
+e.g. ``os.system``; see the ``weights_only`` notes of ``torch.load``). Files written by older
+captionlib versions that held other types are converted once by
+``captionbin.caption_convert_model``.
+
+torch is imported inside the functions that need it, so that the torch-free layers
+(:mod:`captionlib.metrics`) can write files atomically without importing it.
+"""
+
+import contextlib
+import io
+import os
+import pickle
+import re
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, List, Optional, Union
+
+PathLike = Union[str, Path]
+
+
+def convert_command(path: PathLike, output: str = "<new file>") -> str:
+    """The command line that converts ``path`` from an older, pickled captionlib format into
+    the safe one (``captionbin.caption_convert_model``)."""
+    return (f"python -m captionbin.caption_convert_model --trust_pickle true --input {os.fspath(path)} "
+            f"--output {output}")
+
+
+class UnsafeFileError(ValueError):
+    """A file that would need unsafe (code-running) unpickling to be loaded.
+
+    Attributes:
+        path: the file, as named in the message.
+        refused: the module-qualified names of the types/callables it needs (``[]`` if unknown).
+    """
+
+    def __init__(self, message: str, path: str, refused: List[str]):
+        super().__init__(message)
+        self.path, self.refused = path, refused
+
+
+@contextlib.contextmanager
+def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
+    """Open a temporary file beside ``path`` for binary writing; when the block ends without
+    an error it is flushed, fsynced and renamed to ``path`` (``os.replace``), otherwise removed.
+
+    A crash never leaves a truncated file: readers see the old file or the new one. Parent
+    directories are created.
+
+    Example:
+        >>> with atomic_open("exp/a/model.zip") as f:
+        ...     f.write(data)
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: PathLike, text: str) -> None:
+    """Write a UTF-8 text file atomically (see :func:`atomic_open`)."""
+    with atomic_open(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def atomic_save(obj: Any, path: PathLike) -> None:
+    """``torch.save`` to a temporary file in the same directory, then ``os.replace``
+    (see :func:`atomic_open`). ``obj`` should hold only what :func:`load_checkpoint` loads:
+    tensors and plain Python values."""
+    import torch
+
+    with atomic_open(path) as f:
+        torch.save(obj, f)
+
+
+def _refused_globals(source: Union[PathLike, BinaryIO], message: str) -> List[str]:
+    """The globals a torch file needs beyond ``weights_only``'s allow-list (read from its
+    pickle without running it), else the one named in torch's error ``message``."""
+    import torch
+
+    try:
+        if not isinstance(source, (str, Path)):
+            source.seek(0)
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(source)
+    except Exception:  # a legacy (non-zip) torch file, or unreadable: fall back on the message
+        names = []
+    return sorted(names) or re.findall(r"GLOBAL ([\w.]+)", message)[:1]
+
+
+def _reason(error: Exception) -> str:
+    """The gist of a ``torch.load`` error: for ``weights_only``'s, the unpickler's own words
+    (not torch's advice to retry with ``weights_only=False``)."""
+    text = str(error)
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1]
+    return " ".join(text.split("Check the documentation of torch.load")[0].split())
+
+
+def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[bytes] = None,
+                    member: Optional[str] = None) -> Any:
+    """``torch.load(weights_only=True)`` of a model file, checkpoint or packed-model member:
+    tensors and plain Python values only, so that loading never runs code.
+
+    Args:
+        path: the file (named in every message).
+        map_location: as ``torch.load``.
+        data: the file's bytes, when it is not on disk (``path`` then only names it).
+        member: ``data`` is this member of the archive ``path`` (e.g. ``model.pth`` of a packed
+            model), named ``<path> (member <member>)`` in messages; the converter command
+            names the archive.
+
+    Raises:
+        FileNotFoundError: no such file.
+        UnsafeFileError: (a ValueError) the file holds other types, naming the file, the types
+            refused and the converter command (the ``latest.pth`` of older captionlib versions
+            holds numpy's RNG state and is converted once with ``caption_convert_model``).
+        ValueError: the file is truncated or not a torch file (or one weights_only cannot
+            read for another reason), naming the path.
+    """
+    import torch
+
+    name = f"{path} (member {member})" if member is not None else os.fspath(path)
+    if data is None and not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such model/checkpoint file")
+    source = io.BytesIO(data) if data is not None else Path(path)
+    try:
+        return torch.load(source, map_location=map_location, weights_only=True)
+    except Exception as e:  # zip/pickle errors of a truncated or foreign file, or a refused global
+        refused = _refused_globals(source, str(e)) if isinstance(e, pickle.UnpicklingError) else []
+        if refused:
+            raise UnsafeFileError(
+                f"{name}: refused to load: it holds other things than tensors and plain Python values "
+                f"({', '.join(refused)}), and unpickling them could run code. Model files, checkpoints and packed "
+                "models of this captionlib never do; a file written by an older captionlib is converted once with "
+                f"`{convert_command(path)}` (only for files you made yourself)", name, refused) from None
+        raise ValueError(f"{name}: cannot read this model/checkpoint file, truncated or not written by "
+                         f"torch.save ({type(e).__name__}: {_reason(e)})") from e
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def exp_dir_lock(exp_dir: PathLike) -> Iterator[Path]:
+    """Hold ``<exp_dir>/.lock`` (``<pid> <host>``) while training in ``exp_dir``, so that a
+    second trainer started on the same directory stops at once instead of interleaving
+    checkpoints. A lock left by a process that no longer runs on this host is taken over.
+
+    Raises:
+        RuntimeError: the lock is held by a live process (or by one on another host, which
+            cannot be checked from here), naming the lock file, PID and host.
+    """
+    lock = Path(exp_dir) / ".lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = f"{os.getpid()} {socket.gethostname()}"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            held = lock.read_text().split()
+            pid, host = (int(held[0]), held[1]) if len(held) == 2 and held[0].isdigit() else (None, None)
+            if pid is not None and host == socket.gethostname() and not _pid_alive(pid):
+                lock.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            raise RuntimeError(
+                f"{exp_dir} is in use by process {' on '.join(held) or '?'} (lock file {lock}); wait for it to "
+                f"finish, or remove the lock file if that process is gone"
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            f.write(me + "\n")
+        break
+    try:
+        yield lock
+    finally:
+        if lock.is_file() and lock.read_text().strip() == me:
+            lock.unlink()

@@ -1,0 +1,65 @@
+"""The training options are written once: the binaries' parsers are generated from the
+options dataclasses (issue 23)."""
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from captionlib.rl.options import RLOptions
+from captionlib.train.options import TrainOptions, XEOptions
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("binary, cls", [("caption_train", XEOptions), ("caption_rl_train", RLOptions)])
+def test_argparse_defaults_equal_the_dataclass_defaults(binary, cls):
+    import importlib
+
+    args = vars(importlib.import_module(f"captionbin.{binary}").get_parser().parse_args([]))
+    defaults = dataclasses.asdict(cls())
+    assert {k: args[k] for k in defaults} == defaults
+    assert set(args) - set(defaults) == {"config", "print_config", "log_level"}
+
+
+def test_rl_and_xe_share_the_common_options_and_rl_has_its_own_lr():
+    common = {f.name for f in dataclasses.fields(TrainOptions)}
+    assert common <= {f.name for f in dataclasses.fields(XEOptions)}
+    assert common <= {f.name for f in dataclasses.fields(RLOptions)}
+    assert (XEOptions().lr, RLOptions().lr) == (5e-4, 5e-5)
+    assert XEOptions().encoder_conf is not XEOptions().encoder_conf  # a fresh dict per instance
+
+
+def test_a_default_is_written_once():
+    """No ``max_len=30``-style keyword default of a training option in the entry points
+    (``None``, "not given", is allowed)."""
+    names = {f.name for cls in (XEOptions, RLOptions) for f in dataclasses.fields(cls)}
+    for path in ("captionlib/train/xe.py", "captionlib/rl/train.py", "captionlib/train/common.py",
+                 "captionbin/caption_train.py", "captionbin/caption_rl_train.py"):
+        for node in ast.walk(ast.parse((REPO / path).read_text())):
+            if isinstance(node, ast.FunctionDef):
+                args = node.args.args[len(node.args.args) - len(node.args.defaults):] + [
+                    a for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+                defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+                # None means "not given", not a value of the option
+                args = [a for a, d in zip(args, defaults) if not (isinstance(d, ast.Constant) and d.value is None)]
+                assert not {a.arg for a in args} & names, f"{path}:{node.lineno} {node.name} repeats option defaults"
+
+
+def test_typo_in_yaml_still_fails(tmp_path):
+    from captionbin.caption_rl_train import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("num_sampels: 5\n")
+    with pytest.raises(SystemExit):
+        main(["--config", str(bad), "--print_config"])
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in sorted(list((REPO / "captionlib").rglob("*.py")) + list((REPO / "captionbin").rglob("*.py"))):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, "functions longer than 80 lines:\n" + "\n".join(long)
