@@ -15,6 +15,7 @@ from torch import nn
 from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
 from captionlib.models.encoding import BatchParts, cat_encodings
+from captionlib.models.transformer import TransformerDecoder
 from captionlib.utils.fileio import load_checkpoint
 
 ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder}
@@ -23,7 +24,7 @@ ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder}
 #: 2.2-2.3x faster in one call than in chunks of 8, while on 2 CPU cores chunks are 1.1-1.2x faster
 #: (``bench/bench_train.py``, README "Speed").
 EVAL_CHUNK = {"cpu": 8}
-DECODERS = {"gru": GRUDecoder, "lstm": LSTMDecoder, "att_lstm": TopDownDecoder}
+DECODERS = {"gru": GRUDecoder, "lstm": LSTMDecoder, "att_lstm": TopDownDecoder, "transformer": TransformerDecoder}
 
 
 class Captioner(nn.Module):
@@ -192,13 +193,22 @@ def xe_targets(ys: torch.Tensor, ys_lens: torch.Tensor, eos_id: int) -> torch.Te
     return tgt
 
 
-def xe_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def xe_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Token-averaged cross-entropy (seed 000 eq. 2), ignoring padding (id 0).
 
     Args:
         logits: (batch, length, vocab); targets: (batch, length).
+        label_smoothing: weight ``e`` of the uniform distribution mixed into the one-hot
+            targets (Szegedy et al. 2016): the loss is ``(1 - e) * NLL + e * mean_j -log p_j``
+            over the tokens the decoders can emit (every id but the padding 0, whose logit
+            is -inf).
     """
-    return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+    nll = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0)
+    if label_smoothing == 0:
+        return nll
+    mask = targets != 0
+    uniform = -logits[mask].log_softmax(-1)[:, 1:].mean(-1).mean()
+    return (1.0 - label_smoothing) * nll + label_smoothing * uniform
 
 
 def count_parameters(module: nn.Module) -> int:

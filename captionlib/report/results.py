@@ -78,6 +78,7 @@ PAPERS = {
 XE_PAPERS = (
     (("crnn", "gru"), PAPERS["xe"]),
     (("*", "att_lstm"), "Anderson et al. 2018 (Top-Down attention), XE"),
+    (("*", "transformer"), "Vaswani et al. 2017 (Transformer decoder; CoNeTTE / DCASE 2024 baseline), XE"),
     (("linear", "*"), "Vinyals et al. 2015 (Show-and-Tell), XE"),
     (("rnn", "*"), "Venugopalan et al. 2015 (S2VT-style, seed 004), XE"),
 )

@@ -32,7 +32,7 @@ class RLOptions(TrainOptions):
     adds others for library use.
     """
 
-    lr: float = option(5e-5, "Adam learning rate", OPTIM)  # seed 000: 5e-5 for RL (XE: 5e-4)
+    lr: float = option(5e-5, "peak learning rate", OPTIM)  # seed 000: 5e-5 for RL (XE: 5e-4)
     rl_algo: str = option("scst", "the RL objective (see captionlib.rl.train)", PG, RL_ALGOS)
     init_param: Optional[str] = option(None, "XE model file to start from", DATA, required=True)
     cider_df: Optional[str] = option(None, "CIDEr-D document frequencies of the train refs (stage 4)", DATA,

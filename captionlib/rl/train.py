@@ -73,13 +73,11 @@ def train_rl(opts: RLOptions) -> None:
     reward = Reward(opts.reward, train_set.refs, opts.cider_df, opts.spice_lib_dir, f"{opts.output_dir}/spice_cache",
                     trust_pickle=opts.trust_pickle)
     objective = cls.from_options(opts, model, reward, tokenizer, train_set).to(device)
-    groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
     own = [p for p in objective.parameters() if p.requires_grad]
     if own:
-        groups.append({"params": own, "lr": opts.critic_lr})
         logging.info("%s has %d parameters of its own (lr %g)", opts.rl_algo, sum(p.numel() for p in own),
                      opts.critic_lr)
     validate = clip_validation(valid_set, tokenizer, device, opts.batch_size, opts.max_len)
     info = {"model_conf": obj["model_conf"], "token_list": obj["token_list"], "bpe_proto": obj.get("bpe_proto"),
             "rl_algo": opts.rl_algo, "init_param": opts.init_param}
-    fit(opts, model, objective, groups, train_set, collate_clips, validate, criteria, device, info)
+    fit(opts, model, objective, train_set, collate_clips, validate, criteria, device, info, own, opts.critic_lr)

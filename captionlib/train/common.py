@@ -1,6 +1,7 @@
 """Pieces shared by the XE and RL entry points: data loaders, validation, model setup."""
 
 import logging
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -18,6 +19,7 @@ from captionlib.models.captioner import count_parameters, xe_targets
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train import SELECTION_MODES
 from captionlib.train.options import BATCH_TYPES, TrainOptions
+from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
 from captionlib.utils.fileio import atomic_write_text
@@ -227,32 +229,44 @@ def fit(
     opts: TrainOptions,
     model: torch.nn.Module,
     objective: Any,
-    param_groups: List[Dict[str, Any]],
     train_set: Dataset,
     collate: Callable,
     validate: Callable[[Any], Dict[str, float]],
     criteria: Sequence[Tuple[str, str]],
     device: torch.device,
     model_file_info: Dict[str, Any],
+    extra_params: Sequence[torch.nn.Parameter] = (),
+    extra_lr: Optional[float] = None,
 ) -> List[Dict[str, float]]:
-    """The end of every training entry point: Adam over ``param_groups``, the epoch loader
-    of ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop.
+    """The end of every training entry point: the optimizer (``opts.optim``) over the
+    model's trainable parameters and ``extra_params``, its learning-rate schedule
+    (``opts.scheduler``, over ``max_epoch`` epochs of optimizer steps), the epoch loader of
+    ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop.
 
     Args:
         opts: the training options (batching, optimisation, output dir, epochs).
         model, objective: the captioner and ``objective(model, batch) -> (loss, stats)``.
-        param_groups: Adam parameter groups (a group without ``lr`` gets ``opts.lr``;
-            ``opts.weight_decay`` applies to all).
         train_set, collate: the training items and their collate function.
         validate: ``validate(model) -> {metric: value}`` (see :func:`clip_validation`).
         criteria: the validation metrics that select models (:func:`best_criteria`).
         model_file_info: ``model_conf`` and ``token_list`` of the model files, and any more
             keys they carry (``bpe_proto``, ``rl_algo``, ...).
+        extra_params, extra_lr: an RL objective's own parameters (critic, baseline, ...)
+            and their learning rate.
 
     Returns:
         The per-epoch history (see :meth:`Trainer.run`).
+
+    Raises:
+        ValueError: bad optimizer or schedule options (see :mod:`captionlib.train.schedule`).
     """
-    optimizer = torch.optim.Adam(param_groups, lr=opts.lr, weight_decay=opts.weight_decay)
+    optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr))
+    loader = epoch_loader(train_set, collate, opts)
+    scheduler = None
+    if opts.scheduler != "none":
+        total = math.ceil(len(loader(1)) / opts.accum_grad) * opts.max_epoch
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(opts, total))
+        logging.info("%s schedule over %d optimizer steps (warm-up %d)", opts.scheduler, total, opts.warmup_steps)
     info = dict(model_file_info)
-    return Trainer(model, optimizer, objective, epoch_loader(train_set, collate, opts), validate, opts, info.pop("model_conf"),
-                   info.pop("token_list"), best_criteria=criteria, device=device, extra_file_info=info).run()
+    return Trainer(model, optimizer, objective, loader, validate, opts, info.pop("model_conf"), info.pop("token_list"),
+                   best_criteria=criteria, device=device, extra_file_info=info, scheduler=scheduler).run()

@@ -18,6 +18,10 @@ from captionlib.train import SELECTION_MODES
 BATCH_TYPES = ("random", "bucket")
 #: ``--amp`` values (see :data:`captionlib.train.trainer.AMP_MODES`).
 AMP_CHOICES = ("none", "bf16", "fp16")
+#: ``--optim`` values (see :func:`captionlib.train.schedule.make_optimizer`).
+OPTIMIZERS = ("adam", "adamw")
+#: ``--scheduler`` values (see :func:`captionlib.train.schedule.lr_factor`).
+SCHEDULERS = ("none", "warmup_cosine", "noam", "warmup_step")
 
 
 def option(default: Any, help: str, group: str, choices: Optional[tuple] = None, required: bool = False) -> Any:
@@ -54,8 +58,18 @@ class TrainOptions:
     output_dir: Optional[str] = option(None, "experiment directory", DATA, required=True)
     batch_size: int = option(32, "items per batch (XE: captions, or clips with --xe_unit clip; RL: clips)", OPTIM)
     max_epoch: int = option(25, "epochs", OPTIM)
-    lr: float = option(5e-4, "Adam learning rate", OPTIM)
-    weight_decay: float = option(0.0, "Adam weight decay (L2)", OPTIM)
+    lr: float = option(5e-4, "peak learning rate", OPTIM)
+    optim: str = option("adam", "adam (weight_decay: L2 on every parameter) or adamw (decoupled weight decay, "
+                                "biases, norm gains and embeddings exempt)", OPTIM, OPTIMIZERS)
+    weight_decay: float = option(0.0, "weight decay (Adam: L2; AdamW: decoupled)", OPTIM)
+    scheduler: str = option("none", "learning-rate schedule, updated every optimizer step: none, warmup_cosine "
+                                    "(DCASE 2024 baseline), noam (ESPnet WarmupLR: peak lr at warmup_steps), "
+                                    "warmup_step", OPTIM, SCHEDULERS)
+    warmup_steps: int = option(0, "optimizer steps of linear warm-up from 0 to lr", OPTIM)
+    min_lr_ratio: float = option(0.0, "warmup_cosine: final lr / lr", OPTIM)
+    decay_steps: int = option(1000, "warmup_step: optimizer steps between decays", OPTIM)
+    decay_rate: float = option(0.1, "warmup_step: lr factor of each decay", OPTIM)
+    accum_grad: int = option(1, "batches whose gradients are summed into one optimizer step (ESPnet2)", OPTIM)
     grad_clip: float = option(0.0, "max gradient norm (0 = off)", OPTIM)
     num_iters_per_epoch: Optional[int] = option(
         None, "batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass", OPTIM)
@@ -87,6 +101,11 @@ class XEOptions(TrainOptions):
     init_embedding: Optional[str] = option(
         None, ".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)", DATA)
     freeze_embedding: bool = option(False, "keep --init_embedding fixed", DATA)
+    label_smoothing: float = option(0.0, "label smoothing of the cross-entropy targets (DCASE 2024 baseline: 0.2)",
+                                    OPTIM)
+    mixup_alpha: float = option(
+        0.0, "mixup as CoNeTTE: features and previous-word embeddings mixed with another item of the batch with a "
+             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4)", OPTIM)
     xe_unit: str = option("caption", "caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                                      "cross-entropy averaged over all its captions", DATA, UNITS)
     # the registry of captionlib.models.captioner (ENCODERS, DECODERS), spelled here so that
@@ -96,8 +115,10 @@ class XEOptions(TrainOptions):
                           ("crnn", "linear", "rnn"))
     encoder_conf: Dict[str, Any] = option({}, "encoder options (YAML mapping)", MODEL)
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
-                                 "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001)", MODEL,
-                          ("gru", "lstm", "att_lstm"))
+                                 "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001); "
+                                 "transformer: Transformer decoder over the encoder's frame outputs (Vaswani et al. "
+                                 "2017; CoNeTTE / DCASE 2024 baseline)", MODEL,
+                          ("gru", "lstm", "att_lstm", "transformer"))
     decoder_conf: Dict[str, Any] = option({}, "decoder options (YAML mapping)", MODEL)
     specaug: bool = option(False, "SpecAugment during training", MODEL)
     specaug_conf: Dict[str, Any] = option({}, "SpecAugment options (YAML mapping)", MODEL)

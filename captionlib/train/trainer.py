@@ -100,17 +100,21 @@ class Trainer:
             loop reads ``output_dir`` (the experiment directory), ``max_epoch``,
             ``keep_nbest`` (epoch model files kept, by the first criterion), ``grad_clip``
             (max gradient L2 norm, 0 = off), ``log_interval`` (steps between progress
-            lines) and ``amp`` (mixed precision on CUDA, a key of :data:`AMP_MODES`:
-            ``bf16`` autocasts to bfloat16, ``fp16`` to float16 with a dynamic gradient
-            scaler saved for resume; ignored with a warning on CPU).
+            lines), ``accum_grad`` (batches summed into one optimizer step; the last window
+            of an epoch may be shorter and is averaged over its own batches) and ``amp``
+            (mixed precision on CUDA, a key of :data:`AMP_MODES`: ``bf16`` autocasts to
+            bfloat16, ``fp16`` to float16 with a dynamic gradient scaler saved for resume;
+            ignored with a warning on CPU).
         model_conf, token_list: stored in every model file (self-describing).
         best_criteria: ``[(metric, "max"|"min"), ...]``; a model file per metric.
         device: where batches go (the model/objective must already be there).
         extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
+        scheduler: a learning-rate scheduler stepped after every optimizer step (its state
+            is saved for resume), or ``None``; its learning rate is logged as ``lr``.
 
     Raises:
-        ValueError: ``max_epoch`` below 1 (nothing would be trained, and no model written),
-            or an unknown ``amp``.
+        ValueError: ``max_epoch`` or ``accum_grad`` below 1 (nothing would be trained, and
+            no model written), or an unknown ``amp``.
     """
 
     def __init__(
@@ -126,9 +130,11 @@ class Trainer:
         best_criteria: Sequence[Tuple[str, str]] = (("cider_d", "max"),),
         device: torch.device = torch.device("cpu"),
         extra_file_info: Optional[Dict[str, Any]] = None,
+        scheduler: Optional[torch.optim.lr_scheduler.LRScheduler] = None,
     ):
-        if opts.max_epoch < 1:
-            raise ValueError(f"max_epoch must be >= 1, got {opts.max_epoch}")
+        for key in ("max_epoch", "accum_grad"):
+            if getattr(opts, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(opts, key)}")
         amp = opts.amp
         if amp not in AMP_MODES:
             raise ValueError(f"amp must be one of {', '.join(AMP_MODES)}, got {amp!r}")
@@ -144,7 +150,7 @@ class Trainer:
         self.output_dir = Path(opts.output_dir)
         self.max_epoch, self.model_conf, self.token_list = opts.max_epoch, model_conf, list(token_list)
         self.best_criteria, self.keep_nbest = list(best_criteria), opts.keep_nbest
-        self.grad_clip = opts.grad_clip
+        self.grad_clip, self.accum_grad, self.scheduler = opts.grad_clip, opts.accum_grad, scheduler
         self.log_interval, self.device = opts.log_interval, device
         self.extra_file_info = extra_file_info or {}
         self.history: List[Dict[str, float]] = []
@@ -163,6 +169,8 @@ class Trainer:
             self.objective.load_state_dict(state["objective"])
         if self.scaler is not None and "grad_scaler" in state:
             self.scaler.load_state_dict(state["grad_scaler"])
+        if self.scheduler is not None and "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
         self.history = state["history"]
         torch.set_rng_state(state["rng"]["torch"])
         set_numpy_rng_state(state["rng"]["numpy"])
@@ -222,6 +230,8 @@ class Trainer:
             state["objective"] = self.objective.state_dict()
         if self.scaler is not None:
             state["grad_scaler"] = self.scaler.state_dict()
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
         # history.json first: once latest.pth says "epoch N done", the history has epoch N
         atomic_write_text(out / "history.json", json.dumps(self.history, indent=1) + "\n")
         atomic_save(state, out / "latest.pth")
@@ -242,8 +252,10 @@ class Trainer:
         with exp_dir_lock(self.output_dir):
             return self._run()
 
-    def _step(self, batch: Any) -> Dict[str, float]:
-        """One update on this rank's block of a global batch; returns the global stats."""
+    def _backward(self, batch: Any) -> Dict[str, float]:
+        """Forward and backward of one batch (this rank's block of a global batch), its
+        gradients added to those of the batches before it in the accumulation window;
+        returns the global stats."""
         batch = dist_util.pad_to_global(batch)
         amp = torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype else contextlib.nullcontext()
         own_stream = contextlib.nullcontext() if self.row_sharded else dist_util.rank_random_stream(self.device)
@@ -256,21 +268,38 @@ class Trainer:
         if nonfinite:
             raise FloatingPointError(f"non-finite loss {loss.item()}" + (
                 f" (on some of the {self.world_size} ranks)" if self.world_size > 1 else ""))
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.accum_grad > 1:
+            loss = loss / self.accum_grad
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        return stats
+
+    def _update(self, batches: int) -> Dict[str, float]:
+        """The optimizer step after ``batches`` accumulated batches (gradients summed over
+        ranks, averaged over the batches, clipped), then the scheduler step; returns its
+        stats (``grad_norm``, ``lr``)."""
+        stats: Dict[str, float] = {}
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         dist_util.all_reduce_gradients(params)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
+        if batches != self.accum_grad:  # a short last window: the mean over its own batches
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(self.accum_grad / batches)
         if self.grad_clip > 0:
             norm = float(nn.utils.clip_grad_norm_(params, self.grad_clip))
             if self.scaler is None or math.isfinite(norm):  # fp16 overflow: the scaler skips the step
                 stats["grad_norm"] = norm
+        if self.scheduler is not None:
+            stats["lr"] = self.optimizer.param_groups[0]["lr"]
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
         return stats
 
     def _start(self) -> int:
@@ -299,7 +328,8 @@ class Trainer:
     def _train_epoch(self, epoch: int, writer: Any, global_step: int,
                      steps_per_epoch: Optional[int]) -> Tuple[Dict[str, float], int]:
         """The updates of one epoch, with a progress line (rate, ETA) every ``log_interval``
-        steps; returns the summed stats and the number of steps.
+        steps; returns the mean of each stat over the steps that report it, and the number
+        of steps (batches).
 
         Raises:
             FloatingPointError: a non-finite loss (naming the epoch and step).
@@ -307,25 +337,32 @@ class Trainer:
         """
         self._train_mode(True)
         sums: Dict[str, float] = {}
+        counts: Dict[str, int] = {}
         n, t0 = 0, time.time()
         loader = self.train_loader(epoch)
-        if hasattr(loader, "__len__"):  # the epoch_loader DataLoaders know their batches
-            steps_per_epoch = len(loader)
+        known = len(loader) if hasattr(loader, "__len__") else None  # epoch_loader's DataLoaders know it
+        steps_per_epoch = known or steps_per_epoch
+        self.optimizer.zero_grad(set_to_none=True)
+        pending = 0
         for batch in loader:
             try:
-                stats = self._step(batch)
+                stats = self._backward(batch)
             except FloatingPointError as e:
                 raise FloatingPointError(f"epoch {epoch} step {n + 1}: {e}") from None
-            n += 1
+            n, pending = n + 1, pending + 1
+            if pending == self.accum_grad or n == known:
+                stats.update(self._update(pending))
+                pending = 0
             for k, v in stats.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
+                counts[k] = counts.get(k, 0) + 1
                 if writer is not None:
                     writer.add_scalar(f"train/{k}", float(v), global_step + n)
             if n % self.log_interval == 0 or n == steps_per_epoch:
                 rate = n / max(time.time() - t0, 1e-9)
                 total = steps_per_epoch or n
                 left = (total - n) + total * (self.max_epoch - epoch)
-                means = " ".join(f"{k}={v / n:.4g}" for k, v in sums.items())
+                means = " ".join(f"{k}={v / counts[k]:.4g}" for k, v in sums.items())
                 eta = _fmt_time(left / rate) if steps_per_epoch else "?"
                 logging.info(
                     "epoch %d/%d step %d/%s %s | %.2f steps/s, ETA %s",
@@ -333,13 +370,15 @@ class Trainer:
                 )
         if n == 0:
             raise RuntimeError(f"epoch {epoch}: the train loader yielded no batch")
-        return sums, n
+        if pending:  # a loader without a length: its last window
+            self._update(pending)
+        return {k: v / counts[k] for k, v in sums.items()}, n
 
-    def _end_epoch(self, epoch: int, sums: Dict[str, float], n: int, train_time: float, writer: Any) -> None:
+    def _end_epoch(self, epoch: int, means: Dict[str, float], n: int, train_time: float, writer: Any) -> None:
         """Validate (rank 0), record the epoch in the history on every rank, log it, and save."""
         self._train_mode(False)
         record = {"epoch": epoch, "steps": n, "train_time_s": round(train_time, 2)}
-        record.update({f"train_{k}": v / n for k, v in sums.items()})
+        record.update({f"train_{k}": v for k, v in means.items()})
         if self.rank == 0:
             with torch.no_grad():
                 valid = self.validate(self.model)
@@ -369,9 +408,9 @@ class Trainer:
         steps_per_epoch = None
         for epoch in range(start, self.max_epoch + 1):
             t0 = time.time()
-            sums, steps_per_epoch = self._train_epoch(epoch, writer, global_step, steps_per_epoch)
+            means, steps_per_epoch = self._train_epoch(epoch, writer, global_step, steps_per_epoch)
             global_step += steps_per_epoch
-            self._end_epoch(epoch, sums, steps_per_epoch, time.time() - t0, writer)
+            self._end_epoch(epoch, means, steps_per_epoch, time.time() - t0, writer)
         if writer is not None:
             writer.close()
         first, last = self.history[0], self.history[-1]

@@ -40,27 +40,101 @@ def load_embedding(model, path: str, freeze: bool = False) -> None:
     logging.info("decoder embedding initialised from %s%s", path, " (frozen)" if freeze else "")
 
 
-def xe_objective(model, batch):
-    """Teacher-forced cross-entropy of a ``collate_captions`` batch, or of a
-    ``collate_clip_captions`` batch (one encoder pass per clip, its embedding shared by all
-    the clip's captions); returns (loss, stats): the mean over target tokens (eos
-    included), stats ``loss``, ``acc`` and ``num_units`` (the target tokens)."""
-    dev = next(model.parameters()).device
-    feats, lens, ys, ys_lens = (t.to(dev) for t in batch[:4])
-    if len(batch) == 5:
-        logits = model.decoder.forward_teacher(model.encode(feats, lens)[batch[4].to(dev)], ys)
-    else:
-        logits = model(feats, lens, ys)
-    targets = xe_targets(ys, ys_lens, model.eos_id)
-    loss = xe_loss(logits, targets)
-    with torch.no_grad():
-        mask = targets != 0
-        acc = ((logits.argmax(-1) == targets) & mask).sum().float() / mask.sum()
-    return loss, {"loss": loss.item(), "acc": acc.item(), "num_units": int(mask.sum())}
+def mixup_draw(batch: int, alpha: float) -> Tuple[float, torch.Tensor]:
+    """Draw the mixup weight and partners of a batch (CoNeTTE, Labbé et al. 2023).
+
+    Returns:
+        ``lam``: ``max(l, 1 - l)`` with ``l ~ Beta(alpha, alpha)``, so each item stays the
+        dominant one of its mix; ``perm``: (batch,) a permutation without a fixed point (every
+        item is mixed with another one), from the torch generator.
+    """
+    lam = float(torch.distributions.Beta(alpha, alpha).sample())
+    order = torch.randperm(batch)
+    perm = torch.empty(batch, dtype=torch.long)
+    perm[order] = order.roll(-1)
+    return max(lam, 1.0 - lam), perm
 
 
-#: the same random draws on every data-parallel rank (see captionlib.utils.distributed)
-xe_objective.row_sharded_randomness = True
+def mix_features(model, feats: torch.Tensor, lens: torch.Tensor, lam: float,
+                 perm: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Mix padded features of different lengths: ``lam * x + (1 - lam) * x[perm]``.
+
+    Padded frames are first set to the model's feature mean (``feats_mean``), i.e. to 0 after
+    its normalisation, so the mix is that of the normalised features with zero padding (the
+    normalisation is affine); a mix lasts as long as the longer of its two clips.
+
+    Args:
+        feats: (batch, frames, feats_dim); lens: (batch,) valid frames.
+
+    Returns:
+        (mixed features (batch, frames, feats_dim), their lengths (batch,)).
+    """
+    valid = (torch.arange(feats.size(1), device=feats.device)[None, :] < lens[:, None]).unsqueeze(-1)
+    x = torch.where(valid, feats, model.feats_mean.to(feats.dtype))
+    perm = perm.to(feats.device)
+    return lam * x + (1.0 - lam) * x[perm], torch.maximum(lens, lens[perm])
+
+
+class XEObjective:
+    """Teacher-forced cross-entropy ``(model, batch) -> (loss, stats)`` of a
+    ``collate_captions`` batch, or of a ``collate_clip_captions`` batch (one encoder pass per
+    clip, its embedding shared by all the clip's captions): the mean over target tokens (eos
+    included), stats ``loss``, ``acc`` and ``num_units`` (the target tokens).
+
+    Args:
+        label_smoothing: weight of the uniform distribution mixed into the targets
+            (Szegedy et al. 2016; DCASE 2024 baseline 0.2, CoNeTTE 0.1); ``acc`` and the
+            validation loss stay those of the plain targets.
+        mixup_alpha: mixup as CoNeTTE does it (> 0; 0: off): each caption's features
+            (:func:`mix_features`) and the embeddings of its previous words (every decoder
+            embeds them with ``decoder.embed``) are mixed with those of another item of the
+            batch, weight ``lam >= 0.5`` (:func:`mixup_draw`), while the targets stay the
+            caption's own. Captions only (``xe_unit: caption``).
+
+    With mixup the draws depend on each rank's batch block, so under ``torchrun`` the ranks
+    mix within their blocks and train data-parallel without equalling one process.
+
+    Raises:
+        ValueError: ``label_smoothing`` outside [0, 1) or a negative ``mixup_alpha``; at
+            call time, mixup of a ``collate_clip_captions`` batch.
+    """
+
+    def __init__(self, label_smoothing: float, mixup_alpha: float):
+        if not 0.0 <= label_smoothing < 1.0 or mixup_alpha < 0:
+            raise ValueError(f"label_smoothing must be in [0, 1) and mixup_alpha >= 0, got {label_smoothing} "
+                             f"and {mixup_alpha}")
+        self.label_smoothing, self.mixup_alpha = label_smoothing, mixup_alpha
+        #: the same random draws on every data-parallel rank (see captionlib.utils.distributed)
+        self.row_sharded_randomness = mixup_alpha == 0
+
+    def __call__(self, model, batch):
+        dev = next(model.parameters()).device
+        feats, lens, ys, ys_lens = (t.to(dev) for t in batch[:4])
+        if len(batch) == 5:
+            if self.mixup_alpha > 0:
+                raise ValueError("mixup mixes captions: use xe_unit caption")
+            logits = model.decoder.forward_teacher(model.encode(feats, lens)[batch[4].to(dev)], ys)
+        elif self.mixup_alpha > 0 and len(ys) > 1:
+            lam, perm = mixup_draw(len(ys), self.mixup_alpha)
+            feats, lens = mix_features(model, feats, lens, lam, perm)
+            hook = model.decoder.embed.register_forward_hook(
+                lambda module, inputs, out: lam * out + (1.0 - lam) * out[perm.to(out.device)])
+            try:
+                logits = model(feats, lens, ys)
+            finally:
+                hook.remove()
+        else:
+            logits = model(feats, lens, ys)
+        targets = xe_targets(ys, ys_lens, model.eos_id)
+        loss = xe_loss(logits, targets, self.label_smoothing)
+        with torch.no_grad():
+            mask = targets != 0
+            acc = ((logits.argmax(-1) == targets) & mask).sum().float() / mask.sum()
+        return loss, {"loss": loss.item(), "acc": acc.item(), "num_units": int(mask.sum())}
+
+
+#: plain cross-entropy (seed 000)
+xe_objective = XEObjective(label_smoothing=0.0, mixup_alpha=0.0)
 
 
 def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any]]:
@@ -144,6 +218,5 @@ def train_xe(opts: XEOptions) -> None:
         AudioRefsDataset(opts.valid_data_dir), tokenizer, device, opts.batch_size, opts.max_len,
         captions=dict(ClipCaptionsDataset(opts.valid_data_dir, tokenizer).items),
     )
-    params = [{"params": [p for p in model.parameters() if p.requires_grad]}]
-    fit(opts, model, xe_objective, params, train_set, collate, validate, criteria, device,
+    fit(opts, model, XEObjective(opts.label_smoothing, opts.mixup_alpha), train_set, collate, validate, criteria, device,
         {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto})

@@ -318,21 +318,7 @@ def test_mini_clotho_end_to_end(tmp_path):
             manifest = json.loads(z.read("manifest.json"))
         assert manifest["recipe"] == "mini_clotho" and list(manifest["train_sample_rates"]) == ["44100"], manifest
         assert manifest["metrics"] == json.loads(next(m.glob("decode_*/validation/score.json")).read_text())
-    wavs, stage8 = {}, {}
-    for dset in ["validation", "evaluation"]:
-        for line in (d / "data" / dset / "wav.scp").read_text().splitlines():
-            clip, path = line.split(" ", 1)
-            wavs[path] = clip
-        for line in next(xe_dir.glob(f"decode_*/{dset}/text")).read_text().splitlines():
-            clip, _, caption = line.partition(" ")
-            stage8[clip] = caption
-    out = tmp_path / "captions.json"
-    # no decoding options given: the archive's own (the recipe's conf/decode.yaml, packed)
-    r = _run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(xe_dir / "packed" / "valid.cider_d.best.zip"),
-              "--output", str(out), *wavs], cwd=tmp_path, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    got = {wavs[row["file"]]: row["caption"] for row in json.loads(out.read_text())}
-    assert got == stage8
+    _assert_caption_infer_gives_stage8(d, xe_dir, tmp_path)
 
     # Re-running a finished recipe redoes nothing expensive and gives the same table.
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "9"], cwd=d, timeout=600)
@@ -368,6 +354,28 @@ def test_mini_clotho_end_to_end(tmp_path):
         ave = torch.load(m / f"valid.{crit}.ave_2best.pth", weights_only=False)
         assert len(ave["averaged_epochs"]) == 2, m
 
+    # decoder: transformer (issue 24): XE trained like the DCASE 2024 baseline (AdamW, warm-up +
+    # cosine, label smoothing, mixup), every RL objective from it (2 short epochs each), decoding
+    # and packing; caption_infer on the packed Transformer model gives stage 8's captions
+    tf_opts = ["--xe_config", "conf/tuning/train_xe_transformer_debug.yaml", "--word2vec", "false",
+               "--ensemble_models", "", "--num_diversity_samples", "0",
+               "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5"]
+    for stages in (("5", "8"), ("10", "10")):
+        r = _run(["./run.sh", "--stage", stages[0], "--stop_stage", stages[1], *tf_opts], cwd=d, timeout=1200)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    tf_dir = d / "exp" / "xe_train_xe_transformer_debug_logmel_word"
+    conf = yaml.safe_load((tf_dir / "config.yaml").read_text())
+    assert (conf["decoder"], conf["optim"], conf["scheduler"], conf["mixup_alpha"]) == ("transformer", "adamw",
+                                                                                      "warmup_cosine", 0.4)
+    lrs = [h["train_lr"] for h in json.loads((tf_dir / "history.json").read_text())]
+    peak = lrs.index(max(lrs))
+    assert 0 < peak < len(lrs) - 1 and lrs[0] < lrs[peak] > lrs[-1], lrs  # warm-up, then the cosine decay
+    for algo in RL_ALGOS:
+        hist = json.loads(next(tf_dir.glob(f"{algo}_train_{algo}_*/history.json")).read_text())
+        assert [h["steps"] for h in hist] == [5, 5] and all(np.isfinite(h["train_reward"]) for h in hist), algo
+        assert next(tf_dir.glob(f"{algo}_train_{algo}_*/decode_*/evaluation/text")).read_text().strip(), algo
+    _assert_caption_infer_gives_stage8(d, tf_dir, tmp_path)
+
     # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
     # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "8", "--gpu_inference", "true"], cwd=d, timeout=600)
@@ -378,6 +386,25 @@ def test_mini_clotho_end_to_end(tmp_path):
         assert r.returncode != 0
         logs = [p.read_text() for p in (d / "exp").glob("**/decode_*/*/log/decode.*.log")]
         assert any("--ngpu 1 but no CUDA device is visible" in text for text in logs)
+
+
+def _assert_caption_infer_gives_stage8(d, model_dir, tmp_path):
+    """caption_infer on the recipe's audio files with ``model_dir``'s packed model (and the
+    archive's own decoding options, the recipe's conf/decode.yaml) writes stage 8's captions."""
+    wavs, stage8 = {}, {}
+    for dset in ["validation", "evaluation"]:
+        for line in (d / "data" / dset / "wav.scp").read_text().splitlines():
+            clip, path = line.split(" ", 1)
+            wavs[path] = clip
+        for line in next(model_dir.glob(f"decode_*/{dset}/text")).read_text().splitlines():
+            clip, _, caption = line.partition(" ")
+            stage8[clip] = caption
+    out = tmp_path / f"captions_{model_dir.name}.json"
+    r = _run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(model_dir / "packed" / "valid.cider_d.best.zip"),
+              "--output", str(out), *wavs], cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = {wavs[row["file"]]: row["caption"] for row in json.loads(out.read_text())}
+    assert got == stage8
 
 
 # ------------------------------------------------------------------ soundscapes, small configuration

@@ -48,11 +48,11 @@ def _feats(batch=11, frames=9, seed=1):
 
 def test_registry_names():
     assert set(ENCODERS) == {"crnn", "linear", "rnn"}
-    assert set(DECODERS) == {"gru", "lstm", "att_lstm"}
+    assert set(DECODERS) == {"gru", "lstm", "att_lstm", "transformer"}
     with pytest.raises(ValueError, match="unknown encoder"):
         Captioner(V, feats_dim=D, encoder="cnn3d")
     with pytest.raises(ValueError, match="unknown decoder"):
-        Captioner(V, feats_dim=D, encoder="linear", decoder="transformer")
+        Captioner(V, feats_dim=D, encoder="linear", decoder="conformer")
     with pytest.raises(ValueError, match="not both"):
         Captioner(V, feats_dim=D, n_mels=D)
 
