@@ -26,6 +26,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from captionlib.decode.options import check_decode_options
 from captionlib.utils.cli import get_base_parser, parse_args
 
 
@@ -62,6 +63,11 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, cmd)
     if not args.model_file:
         parser.error("the following arguments are required: --model_file")
+    try:
+        check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest,
+                             args.num_diversity_samples, args.sample_temperature)
+    except ValueError as e:
+        parser.error(f"--{e}")
     from captionlib.decode.inference import decode_feats_scp
 
     try:

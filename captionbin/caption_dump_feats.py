@@ -31,7 +31,10 @@ def get_parser():
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
     parser.add_argument("--hop_length_s", type=float, default=0.02, help="frame shift in seconds")
-    parser.add_argument("--fs", type=int_or_none, default=None, help="resample to this rate (Hz); null: keep")
+    parser.add_argument(
+        "--fs", type=int_or_none, default=None,
+        help="resample to this rate (Hz); null: keep each file's rate (mixed rates are warned about)",
+    )
     parser.add_argument("--num_threads", type=int, default=1, help="torch threads per job (0: torch default)")
     parser.add_argument(
         "--dtype", default="float32", choices=("float32", "float64"),

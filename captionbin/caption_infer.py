@@ -25,6 +25,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from captionlib.decode.options import check_decode_options
 from captionlib.utils.cli import get_base_parser, parse_args, str2bool
 
 PROGRESS_MIN_FILES = 20  # a progress bar for longer lists
@@ -58,8 +59,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, cmd, ("model",))
     if not args.inputs:
         parser.error("no input audio files or directories given")
-    if args.nbest < 0:
-        parser.error(f"--nbest must be >= 0, got {args.nbest}")
+    try:
+        check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest)
+    except ValueError as e:
+        parser.error(f"--{e}")
     import torch
 
     from captionlib.pretrained import PretrainedCaptioner, find_audio_files, format_results

@@ -15,7 +15,7 @@ fields of :class:`captionlib.rl.options.RLOptions`.
 from typing import Optional, Sequence
 
 from captionlib.rl.options import RLOptions
-from captionlib.utils.cli import add_options, get_base_parser, options_from_args, parse_args, required_options
+from captionlib.utils.cli import add_options, get_base_parser, parse_options
 
 
 def get_parser():
@@ -27,11 +27,11 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_rl_train."""
-    args = parse_args(get_parser(), cmd, required_options(RLOptions))
+    opts = parse_options(get_parser(), RLOptions, cmd)
     from captionlib.rl.train import train_rl
     from captionlib.utils.distributed import destroy
 
-    train_rl(options_from_args(RLOptions, args))
+    train_rl(opts)
     destroy()
 
 

@@ -18,7 +18,7 @@ The options are the fields of :class:`captionlib.train.options.XEOptions`.
 from typing import Optional, Sequence
 
 from captionlib.train.options import XEOptions
-from captionlib.utils.cli import add_options, get_base_parser, options_from_args, parse_args, required_options
+from captionlib.utils.cli import add_options, get_base_parser, parse_options
 
 
 def get_parser():
@@ -30,11 +30,11 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_train."""
-    args = parse_args(get_parser(), cmd, required_options(XEOptions))
+    opts = parse_options(get_parser(), XEOptions, cmd)
     from captionlib.train.xe import train_xe
     from captionlib.utils.distributed import destroy
 
-    train_xe(options_from_args(XEOptions, args))
+    train_xe(opts)
     destroy()
 
 

@@ -52,6 +52,7 @@ import numpy as np
 import yaml
 
 from captionlib.audio.io import AUDIO_EXTENSIONS
+from captionlib.decode.options import check_decode_options
 from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint
 
 PathLike = Union[str, Path]
@@ -343,9 +344,10 @@ class PretrainedCaptioner:
         self.model, self.tokenizer, self.device, self.name = model, tokenizer, device, name
         self.feats_config, self.manifest = dict(feats_config), dict(manifest)
         self.decode_config = {**DECODE_DEFAULTS, **decode_config}
-        for key in ("beam_size", "batch_size", "max_len"):
-            if int(self.decode_config[key]) < 1:
-                raise ValueError(f"{name}: {key} must be >= 1, got {self.decode_config[key]}")
+        try:
+            check_decode_options(**{k: self.decode_config[k] for k in DECODE_DEFAULTS})
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
         self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
         rates = sorted(int(r) for r in (manifest.get("train_sample_rates") or {}))
         self.sample_rate: Optional[int] = feats_config.get("fs")
@@ -386,6 +388,7 @@ class PretrainedCaptioner:
         unknown = sorted(set(decode_options) - set(DECODE_DEFAULTS))
         if unknown:
             raise ValueError(f"unknown decoding options {unknown}; expected some of {sorted(DECODE_DEFAULTS)}")
+        check_decode_options(**decode_options)  # before anything is read
         manifest, members = read_packed(path)
         device = get_device(ngpu)
         model, obj = load_model_file(os.fspath(path), map_location=str(device), data=members[MODEL], member=MODEL)
@@ -441,8 +444,7 @@ class PretrainedCaptioner:
         from captionlib.data.datasets import pad_feats
         from captionlib.decode.inference import caption_batch
 
-        if nbest < 0:
-            raise ValueError(f"nbest must be >= 0, got {nbest}")
+        check_decode_options(nbest=nbest)
         conf = self.decode_config
         results = [CaptionResult(file=os.fspath(f)) for f in files]
         pool = max(1, int(conf["batch_size"])) * POOL_BATCHES

@@ -110,3 +110,54 @@ def replace_zip_member(path: Path, member: str, data: bytes, fix_manifest: bool 
         for name, value in members.items():
             z.writestr(name, value)
     return path
+
+
+def write_gray16_png(path: Path, width: int = 64, height: int = 4) -> Path:
+    """A 16-bit grayscale PNG (Pillow mode ``I;16``) holding a horizontal gradient from 0 to
+    65535 (column ``j`` at ``round(65535 * j / (width - 1))``), which ``convert("RGB")`` clips to
+    nearly all white."""
+    from PIL import Image
+
+    row = np.round(np.linspace(0, 65535, width)).astype(np.uint16)
+    Image.fromarray(np.repeat(row[None], height, axis=0)).save(path)
+    return path
+
+
+def write_truncated_video(path: Path, num_frames: int = 20, fraction: float = 1 / 3, size: int = 96) -> Path:
+    """An mpeg4 ``.avi`` at 10 fps of ``num_frames`` random-noise key frames, cut to ``fraction``
+    of its bytes (an interrupted copy): its header still declares ``num_frames`` frames (AVI
+    ``dwLength``), the file holds only the first few."""
+    import av
+
+    rng = np.random.default_rng(0)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=10)
+        stream.width, stream.height, stream.pix_fmt = size, size, "yuv420p"
+        stream.codec_context.gop_size = 1
+        for _ in range(num_frames):
+            img = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return truncate(path, fraction)
+
+
+def write_h5_features(path: Path, feats: Dict[str, np.ndarray]) -> Path:
+    """One HDF5 file with one dataset per key, written as given with h5py (bypassing our
+    writer's checks, so e.g. an empty (0, D) dataset can reach the importer)."""
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        for key, mat in feats.items():
+            f[key] = np.asarray(mat)
+    return path
+
+
+def write_samples_wav(path: Path, samples: int = 1, fs: int = 44100) -> Path:
+    """A 16-bit PCM mono WAV of exactly ``samples`` samples (1: a clip whose ``reco2dur``
+    rounds to 0.000)."""
+    import soundfile as sf
+
+    sf.write(str(path), np.full(samples, 0.25, np.float32), fs, subtype="PCM_16")
+    return path

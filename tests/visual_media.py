@@ -40,11 +40,14 @@ def write_video(path: Path, num_frames: int = 10, size: int = 32, fps: int = 10,
 N_VOP = b"\x00\x00\x01\xb6\x50\x9f"
 
 
-def write_avi_with_nvops(path: Path, num_frames: int = 10, size: int = 32, every: int = 2) -> Path:
+def write_avi_with_nvops(path: Path, num_frames: int = 10, size: int = 32, every: int = 2,
+                         placeholder: bytes = N_VOP) -> Path:
     """An mpeg4 ``.avi`` at 10 fps as :func:`write_video` (frame ``i`` grey at ``25 * i``) with an
     N-VOP placeholder packet after every ``every``-th frame (as DivX/XviD write for dropped frames
     or packed B-frames, common in MSVD): each occupies one time tick and decodes to no frame, so
-    the stream has more packets than decodable frames and the frames' pts have gaps."""
+    the stream has more packets than decodable frames and the frames' pts have gaps. With
+    ``placeholder=b""`` the placeholders are empty chunks (dropped frames, which FFmpeg's AVI
+    demuxer skips: the header's frame count exceeds the packets read)."""
     import av
 
     with av.open(str(path), "w") as container:
@@ -61,7 +64,7 @@ def write_avi_with_nvops(path: Path, num_frames: int = 10, size: int = 32, every
             container.mux(packet)
             tick += 1
             if i % every == 0:
-                nvop = av.Packet(N_VOP)
+                nvop = av.Packet(placeholder)
                 nvop.stream, nvop.time_base, nvop.pts, nvop.dts = stream, packet.time_base, tick, tick
                 container.mux(nvop)
                 tick += 1

@@ -2,6 +2,7 @@
 
 import logging
 import os
+from collections import Counter
 from typing import Dict, Optional
 
 import torch
@@ -48,7 +49,9 @@ def dump_feats(
         n_fft: FFT size in samples.
         win_length_s: Hann window length in seconds.
         hop_length_s: frame shift in seconds.
-        fs: resample to this rate in Hz first (``None``: the file's own rate).
+        fs: resample to this rate in Hz first (``None``: the file's own rate; clips of the
+            shard at different rates are then logged once as a warning with the count of clips
+            per rate, since a mel band covers other frequencies at each rate).
         write_num_frames: path of the ``utt2num_frames`` output (default derived as above).
         log_interval: clips between progress lines.
         num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays;
@@ -79,6 +82,7 @@ def dump_feats(
     logging.info(
         "extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs), wav_scp, prefix
     )
+    rates: Counter = Counter()  # clips per sample rate (one rate unless fs is None)
     with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(wavs), log_interval) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):
             try:
@@ -86,5 +90,19 @@ def dump_feats(
                 feats = extractor(wave, rate)
             except (ValueError, FileNotFoundError) as e:
                 raise type(e)(f"{wav_scp}:{i}: clip {key}: {e}") from None
+            rates[rate] += 1
             writer[key] = feats
+    warn_mixed_rates(wav_scp, rates)
     return dict(writer.num_frames)
+
+
+def warn_mixed_rates(wav_scp: PathLike, rates: Counter) -> None:
+    """Warn once when the clips of ``wav_scp`` came at several sample rates (``rates``: clips
+    per rate in Hz) and were not resampled (``fs: null``)."""
+    if len(rates) > 1:
+        logging.warning(
+            "%s: the clips have %d sample rates (clips per rate: %s) and fs is null, so each clip's "
+            "features are computed at its own rate and a mel band covers other frequencies at each "
+            "rate; set fs to resample every clip to one rate", wav_scp, len(rates),
+            ", ".join(f"{r} Hz: {n}" for r, n in sorted(rates.items())),
+        )

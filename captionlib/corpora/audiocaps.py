@@ -40,6 +40,7 @@ from captionlib.audio.io import AUDIO_EXTENSIONS, audio_info
 from captionlib.corpora.prep import (
     BadRecords,
     ClipCaptions,
+    audio_length_problem,
     caption_problem,
     collapse_ws,
     find_media,
@@ -152,8 +153,8 @@ def prepare_audiocaps(
         split: ``train``, ``val`` or ``test``.
         output_dir: the data directory to write (e.g. ``data/train``).
         max_missing_fraction: the largest tolerated fraction (0..1) of clips without audio.
-        skip_bad: log and skip a bad row (and an unreadable or empty audio file) instead of
-            failing. Missing audio is never an error by itself (see ``max_missing_fraction``).
+        skip_bad: log and skip a bad row (and an unreadable, empty or too short audio file)
+            instead of failing. Missing audio is never an error by itself (see ``max_missing_fraction``).
 
     Returns:
         ``{"clips": n, "captions": m, "missing": k, "listed": l, "skipped": s}``: clips and
@@ -166,9 +167,10 @@ def prepare_audiocaps(
             header (always); unless ``skip_bad``, a malformed row (wrong column count,
             non-numeric audiocap_id or start_time, a youtube_id that is not 11 characters of
             ``[A-Za-z0-9_-]``, a repeated audiocap_id, an empty caption or one without words
-            after cleaning), naming ``<csv>:<line>``, or an unreadable or empty audio file,
-            naming it; more than ``max_missing_fraction`` of the clips missing (after
-            ``missing`` is written); no clip left.
+            after cleaning), naming ``<csv>:<line>``, or an unreadable, empty or too short
+            (under :data:`captionlib.corpora.prep.MIN_AUDIO_SECONDS`) audio file, naming it;
+            more than ``max_missing_fraction`` of the clips missing (after ``missing`` is
+            written); no clip left.
     """
     if split not in SPLITS:
         raise AudioCapsPrepError(f"unknown AudioCaps split {split!r}; expected one of {', '.join(SPLITS)}")
@@ -197,7 +199,8 @@ class _FoundAudio:
     """What :func:`_find_audio` found: the clips with usable audio and the clips without audio.
 
     Attributes:
-        kept: the clips with a readable, non-empty audio file (``media`` set), in CSV order.
+        kept: the clips with a readable audio file of at least one analysis window (``media``
+            set), in CSV order.
         aud2name: ``{clip_id: audio file name}`` of ``kept``.
         reco2dur: ``{clip_id: duration in seconds, 3 decimals}`` of ``kept``.
         missing: ``{clip_id: [youtube_id, start_time, file names looked for ...]}``.
@@ -234,8 +237,9 @@ def _find_audio(clips: Dict[Tuple[str, str], ClipCaptions], audio_root: str, spl
         except (ValueError, OSError) as e:
             bad(f"unreadable audio of clip {clip.clip_id}: {e}")
             continue
-        if info.frames <= 0:
-            bad(f"{path}: empty audio (0 samples) of clip {clip.clip_id}")
+        problem = audio_length_problem(info, path)  # empty, or shorter than one analysis window
+        if problem:
+            bad(f"{problem} (clip {clip.clip_id})")
             continue
         clip.media = path
         found.kept.append(clip)

@@ -16,7 +16,8 @@ collapsed to one space and the ends stripped, which the line-based ``text``
 format requires.
 
 Audio is checked through its header only (``soundfile.info``): it must exist,
-be decodable by libsndfile and hold at least one sample; ``reco2dur`` is
+be decodable by libsndfile and last at least
+:data:`captionlib.corpora.prep.MIN_AUDIO_SECONDS` (one analysis window); ``reco2dur`` is
 ``frames / sample_rate`` with 3 decimals.
 """
 
@@ -25,7 +26,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from captionlib.audio.io import audio_info
-from captionlib.corpora.prep import BadRecords, ClipCaptions, collapse_ws
+from captionlib.corpora.prep import BadRecords, ClipCaptions, audio_length_problem, collapse_ws
 from captionlib.io.datadir import PathLike, read_csv_rows, utt2spk_to_spk2utt, write_scp
 from captionlib.text.cleaner import clean_words
 
@@ -67,7 +68,8 @@ def prepare_clotho(
         ClothoPrepError (a ``ValueError``): unknown split; missing CSV or wrong header
             (always fatal); and, unless ``skip_bad``, a row with the wrong column
             count, an empty caption cell or one without words after cleaning, a file name repeated within the split, a
-            missing, unreadable or empty (0-sample) audio file. Messages name the CSV
+            missing, unreadable, empty (0-sample) or too short (under ``MIN_AUDIO_SECONDS``)
+            audio file. Messages name the CSV
             file and line (``<csv>:<line>: ...``), plus the audio path where relevant.
             Also raised if no clip is left.
     """
@@ -164,7 +166,8 @@ def _row_problem(cells: Sequence[str], name_line: Dict[str, int]) -> Optional[st
 
 
 def _audio_duration(path: str) -> Tuple[float, Optional[str]]:
-    """``(seconds, None)`` for a readable audio file of at least one sample, else ``(0.0, why not)``.
+    """``(seconds, None)`` for a readable audio file of at least ``MIN_AUDIO_SECONDS``, else
+    ``(0.0, why not)`` (see :func:`captionlib.corpora.prep.audio_length_problem`).
 
     Only the header is read (:func:`captionlib.audio.io.audio_info`).
     """
@@ -174,9 +177,8 @@ def _audio_duration(path: str) -> Tuple[float, Optional[str]]:
         info = audio_info(path)
     except (ValueError, OSError) as e:
         return 0.0, f"unreadable audio {path}: {e}"
-    if info.frames <= 0:
-        return 0.0, f"empty audio (0 samples): {path}"
-    return info.duration, None
+    problem = audio_length_problem(info, path)
+    return (0.0, problem) if problem else (info.duration, None)
 
 
 def _write_clotho_dir(out: str, clips: Sequence[ClipCaptions], reco2dur: Dict[str, str]) -> int:

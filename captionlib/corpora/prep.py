@@ -166,6 +166,24 @@ def locate_media(root: str, subdirs: Sequence[str], filename: str) -> Tuple[Opti
     return path, media_problem(path, " or ".join(os.path.join(root, s, filename) for s in subdirs))
 
 
+#: Shortest audio clip (seconds) the audio corpus preparations accept: one analysis window of
+#: the default log-mel front-end (``win_length_s: 0.04``, :class:`captionlib.audio.features.LogMel`),
+#: so that at least one feature frame sees a whole window of the clip. A shorter clip, e.g. of one
+#: sample (its ``reco2dur`` rounds to 0.000, which ``validate_data_dir.sh`` refuses), is a bad clip.
+MIN_AUDIO_SECONDS = 0.04
+
+
+def audio_length_problem(info, path: str) -> Optional[str]:
+    """Why audio with header ``info`` (:class:`captionlib.audio.io.AudioInfo`) is too short to be a
+    clip (0 samples, or less than :data:`MIN_AUDIO_SECONDS`), naming ``path``; ``None`` if long enough."""
+    if info.frames <= 0:
+        return f"empty audio (0 samples): {path}"
+    if info.duration < MIN_AUDIO_SECONDS:
+        return (f"audio too short: {path}: {info.frames} samples ({info.duration:.4f} s at {info.sample_rate} Hz), "
+                f"less than one analysis window of {MIN_AUDIO_SECONDS} s")
+    return None
+
+
 def caption_ids(clip_id: str, count: int, width: int = 2) -> List[str]:
     """``<clip_id>-<k>`` for ``k = 1..count``, zero-padded to ``width`` digits."""
     return [f"{clip_id}-{k:0{width}d}" for k in range(1, count + 1)]

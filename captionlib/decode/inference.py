@@ -29,6 +29,7 @@ import torch
 
 from captionlib.data.datasets import pad_feats
 from captionlib.decode.ensemble import load_ensemble
+from captionlib.decode.options import check_decode_options
 from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
@@ -117,17 +118,16 @@ def decode_feats_scp(
         Path of the written text file (``<clip-id> <caption>``, sorted).
 
     Raises:
-        ValueError: for files whose token lists differ (ensemble), bad N/temperature, or
+        ValueError: for files whose token lists differ (ensemble), a decoding option out of
+            range (see :func:`~captionlib.decode.options.check_decode_options`), or
             features the model cannot take (wrong dimension, NaN/Inf, unreadable; the clip is
             named).
     """
     from captionlib.io.feats import FeatReader
     from captionlib.models.captioner import model_feats_dim
 
-    if num_diversity_samples < 0 or nbest < 0:
-        raise ValueError(f"num_diversity_samples and nbest must be >= 0, got {num_diversity_samples}, {nbest}")
-    if sample_temperature <= 0:
-        raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
+    check_decode_options(beam_size, batch_size, max_len, length_penalty, nbest, num_diversity_samples,
+                         sample_temperature)
     if num_threads > 0:
         torch.set_num_threads(num_threads)
     device = get_device(ngpu)

@@ -14,7 +14,7 @@ from captionlib.rl import (
     AC_VALUE_ENCODERS,
     ATTRIBUTE_INPUTS,
     ATTRIBUTE_SELECTIONS,
-    RL_ALGOS,
+    RL_OBJECTIVES,
     SLE_DISTANCES,
     SLE_DIVERSITY_BASELINES,
 )
@@ -32,8 +32,9 @@ class RLOptions(TrainOptions):
     adds others for library use.
     """
 
-    lr: float = option(5e-5, "peak learning rate", OPTIM)  # seed 000: 5e-5 for RL (XE: 5e-4)
-    rl_algo: str = option("scst", "the RL objective (see captionlib.rl.train)", PG, RL_ALGOS)
+    lr: float = option(5e-5, "peak learning rate", OPTIM, valid="> 0")  # seed 000: 5e-5 for RL (XE: 5e-4)
+    # the live registry: an objective added by register_objective is a valid choice too
+    rl_algo: str = option("scst", "the RL objective (see captionlib.rl.train)", PG, RL_OBJECTIVES)
     init_param: Optional[str] = option(None, "XE model file to start from", DATA, required=True)
     cider_df: Optional[str] = option(None, "CIDEr-D document frequencies of the train refs (stage 4)", DATA,
                                      required=True)
@@ -44,25 +45,26 @@ class RLOptions(TrainOptions):
     reward: str = option("cider_d:1.0", "metric:weight[,metric:weight] (cider_d, cider_d_batch, bleu_1..4, rouge_l, "
                                         "spice, spider)", PG)
     spice_lib_dir: Optional[str] = option(None, "CoreNLP jars for spice/spider rewards", PG)
-    num_samples: int = option(1, "samples per clip (reinforce_plus, sle, multitask)", PG)
+    num_samples: int = option(1, "samples per clip (reinforce_plus, sle, multitask)", PG, valid=">= 1")
     baseline: str = option("greedy", "reinforce_plus, multitask", PG, ("greedy", "mean"))
     baseline_encoding: str = option(
         "shared", "greedy baseline: decode from the sampling pass's encoding (shared, the seed authors' code) or "
                   "re-encode in eval mode (separate)", PG, ("shared", "separate"))
-    temperature: float = option(1.0, "sampling temperature", PG)
-    alpha: Optional[float] = option(None, "weight of the RL term (sle 0.75, multitask 0.95)", PG)
-    num_rollouts: int = option(3, "mc_pg: Monte-Carlo rollouts per step", PG)
-    critic_warmup_steps: int = option(100, "ac: steps training the critic only", PG)
+    temperature: float = option(1.0, "sampling temperature", PG, valid="> 0")
+    alpha: Optional[float] = option(None, "weight of the RL term (sle 0.75, multitask 0.95)", PG, valid="[0, 1]")
+    num_rollouts: int = option(3, "mc_pg: Monte-Carlo rollouts per step", PG, valid=">= 1")
+    critic_warmup_steps: int = option(100, "ac: steps training the critic only", PG, valid=">= 0")
     ac_reward: str = option(
         "metric", "ac: the --reward metrics (metric: A2C with a CIDEr-D reward by default) or seed 002's reward, the "
                   "cosine of clip and caption in a jointly trained embedding (embedding)", PG, AC_REWARDS)
     value_encoder: str = option(
         "shared", "ac: the critic reads the captioner's detached audio embedding (shared) or has its own audio "
                   "encoder (separate, seed 002)", PG, AC_VALUE_ENCODERS)
-    embedding_size: int = option(256, "ac --ac_reward embedding: embedding space size", PG)
+    embedding_size: int = option(256, "ac --ac_reward embedding: embedding space size", PG, valid=">= 1")
     embedding_margin: float = option(
-        0.2, "ac --ac_reward embedding: margin of the bidirectional hinge ranking loss (seed 002 eq. 5)", PG)
-    critic_lr: float = option(1e-3, "lr of the critic/baseline/attribute networks", PG)
+        0.2, "ac --ac_reward embedding: margin of the bidirectional hinge ranking loss (seed 002 eq. 5)", PG,
+        valid=">= 0")
+    critic_lr: float = option(1e-3, "lr of the critic/baseline/attribute networks", PG, valid="> 0")
     sle_distance: str = option(
         "bleu34_sum", "sle: d(y, y') = 2 - BLEU-3 - BLEU-4 (bleu34_sum, seed 001 sec. 4.3) or 1 - (BLEU-3 + BLEU-4) "
                       "/ 2 (bleu34_mean: half the diversity weight)", PG, SLE_DISTANCES)
@@ -70,7 +72,7 @@ class RLOptions(TrainOptions):
         "leave_one_out", "sle: diversity baseline = mean distance between the other samples (leave_one_out, "
                          "unbiased) or of all pairs (all_pairs, seed 001 sec. 4.3: scales the diversity gradient by "
                          "(s-1)(s-2)/s^2, 0.48 at s=5)", PG, SLE_DIVERSITY_BASELINES)
-    num_attributes: int = option(400, "multitask: attribute words", PG)
+    num_attributes: int = option(400, "multitask: attribute words", PG, valid=">= 1")
     attribute_selection: str = option(
         "pos", "multitask: attributes are the most frequent nouns, verbs and adjectives (pos, seed 004) or words "
                "outside a stop-word list (stopwords)", PG, ATTRIBUTE_SELECTIONS)

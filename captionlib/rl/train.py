@@ -18,8 +18,9 @@ from captionlib.rl import objective_class
 from captionlib.rl.options import RLOptions
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.train.common import best_criteria, clip_validation, fit, log_model, write_config
+from captionlib.train.common import best_criteria, clip_validation, fit, log_model, run_inputs, write_config
 from captionlib.train.trainer import set_seed
+from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 
 
@@ -49,8 +50,10 @@ def train_rl(opts: RLOptions) -> None:
             clip either way.
 
     Raises:
-        ValueError: unknown ``rl_algo`` or bad options.
+        ValueError: an option outside its choices or range (one line naming it), e.g. an
+            unregistered ``rl_algo``.
     """
+    check_options(opts)
     cls = objective_class(opts.rl_algo)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(opts.seed)
@@ -80,4 +83,6 @@ def train_rl(opts: RLOptions) -> None:
     validate = clip_validation(valid_set, tokenizer, device, opts.batch_size, opts.max_len)
     info = {"model_conf": obj["model_conf"], "token_list": obj["token_list"], "bpe_proto": obj.get("bpe_proto"),
             "rl_algo": opts.rl_algo, "init_param": opts.init_param}
-    fit(opts, model, objective, train_set, collate_clips, validate, criteria, device, info, own, opts.critic_lr)
+    inputs = run_inputs(opts.train_data_dir, obj["model_conf"], init_param=opts.init_param, cider_df=opts.cider_df)
+    fit(opts, model, objective, train_set, collate_clips, validate, criteria, device, info, own, opts.critic_lr,
+        inputs)

@@ -1,5 +1,7 @@
 """Pieces shared by the XE and RL entry points: data loaders, validation, model setup."""
 
+import hashlib
+import json
 import logging
 import math
 from dataclasses import asdict
@@ -225,6 +227,34 @@ def write_config(opts: TrainOptions) -> None:
     atomic_write_text(Path(opts.output_dir) / "config.yaml", yaml.safe_dump(asdict(opts), sort_keys=False))
 
 
+def fingerprint(source: Any) -> str:
+    """A short SHA-256 of what a run is trained from (for :class:`Trainer`'s ``inputs``): of
+    a file's bytes when ``source`` is a path to one (``"missing"`` when it does not exist),
+    else of the JSON of ``source`` (a config mapping)."""
+    h = hashlib.sha256()
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            return "missing"
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    else:
+        h.update(json.dumps(source, sort_keys=True, default=str).encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+def run_inputs(train_data_dir: str, model_conf: Dict[str, Any], **files: Optional[str]) -> Dict[str, str]:
+    """The fingerprints of a training run's inputs: the training text and features of
+    ``train_data_dir``, the model config, and each of ``files`` that is given (token list,
+    feature statistics, the model file it starts from, ...)."""
+    inputs = {"train_text": fingerprint(Path(train_data_dir) / "text"),
+              "train_feats": fingerprint(Path(train_data_dir) / "feats.scp"),
+              "model_conf": fingerprint(model_conf)}
+    inputs.update({name: fingerprint(path) for name, path in files.items() if path})
+    return inputs
+
+
 def fit(
     opts: TrainOptions,
     model: torch.nn.Module,
@@ -237,6 +267,7 @@ def fit(
     model_file_info: Dict[str, Any],
     extra_params: Sequence[torch.nn.Parameter] = (),
     extra_lr: Optional[float] = None,
+    inputs: Optional[Dict[str, str]] = None,
 ) -> List[Dict[str, float]]:
     """The end of every training entry point: the optimizer (``opts.optim``) over the
     model's trainable parameters and ``extra_params``, its learning-rate schedule
@@ -253,6 +284,8 @@ def fit(
             keys they carry (``bpe_proto``, ``rl_algo``, ...).
         extra_params, extra_lr: an RL objective's own parameters (critic, baseline, ...)
             and their learning rate.
+        inputs: the fingerprints of what the run is trained from (:func:`run_inputs`);
+            resuming with other inputs is refused.
 
     Returns:
         The per-epoch history (see :meth:`Trainer.run`).
@@ -269,4 +302,5 @@ def fit(
         logging.info("%s schedule over %d optimizer steps (warm-up %d)", opts.scheduler, total, opts.warmup_steps)
     info = dict(model_file_info)
     return Trainer(model, optimizer, objective, loader, validate, opts, info.pop("model_conf"), info.pop("token_list"),
-                   best_criteria=criteria, device=device, extra_file_info=info, scheduler=scheduler).run()
+                   best_criteria=criteria, device=device, extra_file_info=info, scheduler=scheduler,
+                   inputs=inputs).run()

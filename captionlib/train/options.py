@@ -9,7 +9,7 @@ written in one place only. This is icefall's ``get_params()`` and ESPnet2's
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Collection, Dict, Optional
 
 from captionlib.data import UNITS
 from captionlib.train import SELECTION_MODES
@@ -24,17 +24,22 @@ OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "warmup_cosine", "noam", "warmup_step")
 
 
-def option(default: Any, help: str, group: str, choices: Optional[tuple] = None, required: bool = False) -> Any:
+def option(default: Any, help: str, group: str, choices: Optional[Collection] = None, required: bool = False,
+           valid: Optional[str] = None) -> Any:
     """A dataclass field that is also a command-line option.
 
     Args:
         default: the default value (a dict default is copied per instance).
         help: the ``--help`` text.
         group: the argparse group it is listed under.
-        choices: the allowed values, checked by argparse.
+        choices: the allowed values, checked by argparse and by
+            :func:`captionlib.utils.cli.check_options`.
         required: the binary refuses to run without it (checked after ``--print_config``).
+        valid: the allowed range of a number, checked by
+            :func:`captionlib.utils.cli.check_options`: ``">= 1"``,
+            ``"> 0"``, or an interval such as ``"[0, 1)"`` (``None`` values are not checked).
     """
-    meta = {"help": help, "group": group, "choices": choices, "required": required}
+    meta = {"help": help, "group": group, "choices": choices, "required": required, "valid": valid}
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -56,35 +61,38 @@ class TrainOptions:
                                            required=True)
     valid_data_dir: Optional[str] = option(None, "dump dir of the validation set", DATA, required=True)
     output_dir: Optional[str] = option(None, "experiment directory", DATA, required=True)
-    batch_size: int = option(32, "items per batch (XE: captions, or clips with --xe_unit clip; RL: clips)", OPTIM)
-    max_epoch: int = option(25, "epochs", OPTIM)
-    lr: float = option(5e-4, "peak learning rate", OPTIM)
+    batch_size: int = option(32, "items per batch (XE: captions, or clips with --xe_unit clip; RL: clips)", OPTIM,
+                             valid=">= 1")
+    max_epoch: int = option(25, "epochs", OPTIM, valid=">= 1")
+    lr: float = option(5e-4, "peak learning rate", OPTIM, valid="> 0")
     optim: str = option("adam", "adam (weight_decay: L2 on every parameter) or adamw (decoupled weight decay, "
                                 "biases, norm gains and embeddings exempt)", OPTIM, OPTIMIZERS)
-    weight_decay: float = option(0.0, "weight decay (Adam: L2; AdamW: decoupled)", OPTIM)
+    weight_decay: float = option(0.0, "weight decay (Adam: L2; AdamW: decoupled)", OPTIM, valid=">= 0")
     scheduler: str = option("none", "learning-rate schedule, updated every optimizer step: none, warmup_cosine "
                                     "(DCASE 2024 baseline), noam (ESPnet WarmupLR: peak lr at warmup_steps), "
                                     "warmup_step", OPTIM, SCHEDULERS)
-    warmup_steps: int = option(0, "optimizer steps of linear warm-up from 0 to lr", OPTIM)
-    min_lr_ratio: float = option(0.0, "warmup_cosine: final lr / lr", OPTIM)
-    decay_steps: int = option(1000, "warmup_step: optimizer steps between decays", OPTIM)
-    decay_rate: float = option(0.1, "warmup_step: lr factor of each decay", OPTIM)
-    accum_grad: int = option(1, "batches whose gradients are summed into one optimizer step (ESPnet2)", OPTIM)
-    grad_clip: float = option(0.0, "max gradient norm (0 = off)", OPTIM)
+    warmup_steps: int = option(0, "optimizer steps of linear warm-up from 0 to lr", OPTIM, valid=">= 0")
+    min_lr_ratio: float = option(0.0, "warmup_cosine: final lr / lr", OPTIM, valid="[0, 1]")
+    decay_steps: int = option(1000, "warmup_step: optimizer steps between decays", OPTIM, valid=">= 1")
+    decay_rate: float = option(0.1, "warmup_step: lr factor of each decay", OPTIM, valid="(0, 1]")
+    accum_grad: int = option(1, "batches whose gradients are summed into one optimizer step (ESPnet2)", OPTIM,
+                             valid=">= 1")
+    grad_clip: float = option(0.0, "max gradient norm (0 = off)", OPTIM, valid=">= 0")
     num_iters_per_epoch: Optional[int] = option(
-        None, "batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass", OPTIM)
+        None, "batches per epoch, taken from reshuffled passes over the train set (ESPnet2); none: one pass", OPTIM,
+        valid=">= 1")
     batch_type: str = option("random", "random: shuffled batches; bucket: length-bucketed batches (little padding)",
                              OPTIM, BATCH_TYPES)
     bucket_pool: int = option(32, "batch_type bucket: batches per sorting pool (0: sort the whole set, ESPnet2's "
-                                  "'sorted')", OPTIM)
-    keep_nbest: int = option(5, "epoch model files kept (the best by --best_model_criterion)", OPTIM)
+                                  "'sorted')", OPTIM, valid=">= 0")
+    keep_nbest: int = option(5, "epoch model files kept (the best by --best_model_criterion)", OPTIM, valid=">= 1")
     best_model_criterion: str = option(
         "cider_d", "validation metric of greedy captions (or XE loss) that ranks the epochs; every metric still "
                    "gets its valid.<metric>.best.pth (seed 000 XE: bleu_4)", OPTIM, tuple(SELECTION_MODES))
-    log_interval: int = option(50, "steps between progress lines", OPTIM)
-    max_len: int = option(30, "max caption tokens when decoding (eos included)", OPTIM)
-    num_workers: int = option(0, "DataLoader worker processes", RUNTIME)
-    ngpu: int = option(0, "0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)", RUNTIME)
+    log_interval: int = option(50, "steps between progress lines", OPTIM, valid=">= 1")
+    max_len: int = option(30, "max caption tokens when decoding (eos included)", OPTIM, valid=">= 1")
+    num_workers: int = option(0, "DataLoader worker processes", RUNTIME, valid=">= 0")
+    ngpu: int = option(0, "0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)", RUNTIME, valid=">= 0")
     amp: str = option("none", "mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on "
                               "CPU", RUNTIME, AMP_CHOICES)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
@@ -102,10 +110,10 @@ class XEOptions(TrainOptions):
         None, ".npy word vectors (vocab, embed) aligned with the token list (Word2Vec init)", DATA)
     freeze_embedding: bool = option(False, "keep --init_embedding fixed", DATA)
     label_smoothing: float = option(0.0, "label smoothing of the cross-entropy targets (DCASE 2024 baseline: 0.2)",
-                                    OPTIM)
+                                    OPTIM, valid="[0, 1)")
     mixup_alpha: float = option(
         0.0, "mixup as CoNeTTE: features and previous-word embeddings mixed with another item of the batch with a "
-             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4)", OPTIM)
+             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4)", OPTIM, valid=">= 0")
     xe_unit: str = option("caption", "caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                                      "cross-entropy averaged over all its captions", DATA, UNITS)
     # the registry of captionlib.models.captioner (ENCODERS, DECODERS), spelled here so that

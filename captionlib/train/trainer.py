@@ -111,6 +111,10 @@ class Trainer:
         extra_file_info: more keys stored in model files (e.g. ``rl_algo``).
         scheduler: a learning-rate scheduler stepped after every optimizer step (its state
             is saved for resume), or ``None``; its learning rate is logged as ``lr``.
+        inputs: what the run is trained from, ``{name: fingerprint}`` (see
+            :func:`captionlib.train.common.fingerprint`: the token list, the training text and
+            features, the model config, ...), saved in ``latest.pth``; resuming a run whose
+            inputs changed since is refused, naming them.
 
     Raises:
         ValueError: ``max_epoch`` or ``accum_grad`` below 1 (nothing would be trained, and
@@ -131,6 +135,7 @@ class Trainer:
         device: torch.device = torch.device("cpu"),
         extra_file_info: Optional[Dict[str, Any]] = None,
         scheduler: Optional[torch.optim.lr_scheduler.LRScheduler] = None,
+        inputs: Optional[Dict[str, str]] = None,
     ):
         for key in ("max_epoch", "accum_grad"):
             if getattr(opts, key) < 1:
@@ -151,6 +156,7 @@ class Trainer:
         self.max_epoch, self.model_conf, self.token_list = opts.max_epoch, model_conf, list(token_list)
         self.best_criteria, self.keep_nbest = list(best_criteria), opts.keep_nbest
         self.grad_clip, self.accum_grad, self.scheduler = opts.grad_clip, opts.accum_grad, scheduler
+        self.inputs = dict(inputs or {})
         self.log_interval, self.device = opts.log_interval, device
         self.extra_file_info = extra_file_info or {}
         self.history: List[Dict[str, float]] = []
@@ -163,6 +169,7 @@ class Trainer:
         # on CPU: RNG states must stay CPU byte tensors; model/optimizer states are copied
         # onto their parameters' device by load_state_dict
         state = load_checkpoint(path)
+        self._check_inputs(path, state.get("inputs"))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if isinstance(self.objective, nn.Module) and "objective" in state:
@@ -172,6 +179,8 @@ class Trainer:
         if self.scheduler is not None and "scheduler" in state:
             self.scheduler.load_state_dict(state["scheduler"])
         self.history = state["history"]
+        if self.rank == 0 and self._read_history() != self.history:  # killed between latest.pth and history.json
+            self._write_history()
         torch.set_rng_state(state["rng"]["torch"])
         set_numpy_rng_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
@@ -182,6 +191,24 @@ class Trainer:
             torch.cuda.set_rng_state(state["rng"]["cuda_rank"], self.device)
         logging.info("resumed from %s (epoch %d finished)", path, state["epoch"])
         return state["epoch"] + 1
+
+    def _check_inputs(self, path: Path, saved: Optional[Dict[str, str]]) -> None:
+        """Refuse to resume from ``path`` when what the run is trained from has changed.
+
+        Raises:
+            RuntimeError: naming the inputs that changed and what to do.
+        """
+        if saved is None:
+            if self.inputs:
+                logging.warning("%s records no inputs (written by an older captionlib): resuming unchecked", path)
+            return
+        changed = sorted(k for k in set(saved) | set(self.inputs) if saved.get(k) != self.inputs.get(k))
+        if changed:
+            raise RuntimeError(
+                f"{path} was trained from other inputs than this run's: {', '.join(changed)} changed since. "
+                f"Resuming would continue (or, when finished, keep) a model of the old inputs: remove "
+                f"{self.output_dir} to train afresh, or give this run another output dir (e.g. another config "
+                "name or tag)")
 
     def _model_file(self, epoch: int) -> dict:
         return model_file_dict(
@@ -232,9 +259,21 @@ class Trainer:
             state["grad_scaler"] = self.scaler.state_dict()
         if self.scheduler is not None:
             state["scheduler"] = self.scheduler.state_dict()
-        # history.json first: once latest.pth says "epoch N done", the history has epoch N
-        atomic_write_text(out / "history.json", json.dumps(self.history, indent=1) + "\n")
+        if self.inputs:
+            state["inputs"] = self.inputs
+        # latest.pth first: history.json never lists an epoch whose checkpoint was not saved (a
+        # full disk); a crash between the two is mended on resume (_resume rewrites history.json)
         atomic_save(state, out / "latest.pth")
+        self._write_history()
+
+    def _write_history(self) -> None:
+        atomic_write_text(self.output_dir / "history.json", json.dumps(self.history, indent=1) + "\n")
+
+    def _read_history(self) -> Optional[List[Dict[str, float]]]:
+        try:
+            return json.loads((self.output_dir / "history.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     # ---------------------------------------------------------------- loop
     def run(self) -> List[Dict[str, float]]:

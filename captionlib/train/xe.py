@@ -15,11 +15,19 @@ from captionlib.data.datasets import (
 )
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
-from captionlib.data import UNITS
 from captionlib.io.datadir import feats_dim
-from captionlib.train.common import best_criteria, clip_validation, fit, load_feats_stats, log_model, write_config
+from captionlib.train.common import (
+    best_criteria,
+    clip_validation,
+    fit,
+    load_feats_stats,
+    log_model,
+    run_inputs,
+    write_config,
+)
 from captionlib.train.options import XEOptions
 from captionlib.train.trainer import set_seed
+from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import load_checkpoint
 
@@ -155,7 +163,10 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
         "decoder_conf": opts.decoder_conf,
         "specaug_conf": opts.specaug_conf if opts.specaug else None,
     }
-    model = build_model(model_conf)
+    try:
+        model = build_model(model_conf)
+    except TypeError as e:  # an unknown key of encoder_conf / decoder_conf / specaug_conf
+        raise ValueError(f"encoder {opts.encoder!r} / decoder {opts.decoder!r}: {e}") from None
     if opts.feats_stats:
         stats = load_feats_stats(opts.feats_stats)
         model.set_normalization(stats["mean"], stats["std"])
@@ -196,10 +207,12 @@ def train_xe(opts: XEOptions) -> None:
     ``valid.loss.best.pth``, whatever ``best_model_criterion``.
 
     Raises:
-        ValueError: bad ``xe_unit`` or ``best_model_criterion``.
+        ValueError: an option outside its choices or range (one line naming it), or mixup
+            with ``xe_unit: clip``.
     """
-    if opts.xe_unit not in UNITS:
-        raise ValueError(f"xe_unit must be caption or clip, got {opts.xe_unit!r}")
+    check_options(opts)
+    if opts.mixup_alpha > 0 and opts.xe_unit == "clip":
+        raise ValueError("mixup_alpha > 0 mixes captions: it needs xe_unit caption")
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)
@@ -218,5 +231,8 @@ def train_xe(opts: XEOptions) -> None:
         AudioRefsDataset(opts.valid_data_dir), tokenizer, device, opts.batch_size, opts.max_len,
         captions=dict(ClipCaptionsDataset(opts.valid_data_dir, tokenizer).items),
     )
+    inputs = run_inputs(opts.train_data_dir, model_conf, token_list=opts.token_list, feats_stats=opts.feats_stats,
+                        init_param=opts.init_param, init_embedding=opts.init_embedding)
     fit(opts, model, XEObjective(opts.label_smoothing, opts.mixup_alpha), train_set, collate, validate, criteria, device,
-        {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto})
+        {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto},
+        inputs=inputs)

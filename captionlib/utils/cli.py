@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import shlex
 import socket
 import sys
@@ -115,6 +116,52 @@ def required_options(cls: type) -> List[str]:
 def options_from_args(cls: Type[Options], args: argparse.Namespace) -> Options:
     """The dataclass ``cls`` filled from parsed ``args`` (other attributes are ignored)."""
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def in_range(value: float, valid: str) -> bool:
+    """Whether ``value`` lies in the range ``valid`` (see :func:`captionlib.train.options.option`).
+
+    Raises:
+        ValueError: a range that is not one of the forms of :func:`captionlib.train.options.option`.
+    """
+    m = re.fullmatch(r"\s*(>=|>)\s*(\S+)\s*", valid)
+    if m:
+        return value >= float(m[2]) if m[1] == ">=" else value > float(m[2])
+    m = re.fullmatch(r"\s*([\[(])\s*(\S+)\s*,\s*(\S+)\s*([\])])\s*", valid)
+    if not m:
+        raise ValueError(f"bad range {valid!r}")
+    lo, hi = float(m[2]), float(m[3])
+    return (value >= lo if m[1] == "[" else value > lo) and (value <= hi if m[4] == "]" else value < hi)
+
+
+def check_options(opts: Any) -> None:
+    """Check every field of an options dataclass against its ``choices`` and ``valid``
+    range, before anything is loaded, so that a bad setting is one line naming the key.
+
+    Raises:
+        ValueError: ``<key> must be <range>, got <value>`` (or ``one of ...``) for the first
+            bad field.
+    """
+    for f in dataclasses.fields(opts):
+        value, choices, valid = getattr(opts, f.name), f.metadata.get("choices"), f.metadata.get("valid")
+        if choices and value not in choices:
+            raise ValueError(f"{f.name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+        if valid and value is not None and not in_range(value, valid):
+            shown = f"in {valid}" if valid[0] in "[(" else valid
+            raise ValueError(f"{f.name} must be {shown}, got {value!r}")
+
+
+def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options],
+                  cmd: Optional[Sequence[str]] = None) -> Options:
+    """Parse a binary's command line (:func:`parse_args`, with the ``required`` fields of the
+    options dataclass ``cls``) into a ``cls`` and check it (:func:`check_options`) before
+    anything is loaded; a bad value exits 2 with one line naming the key and its range."""
+    opts = options_from_args(cls, parse_args(parser, cmd, required_options(cls)))
+    try:
+        check_options(opts)
+    except ValueError as e:
+        parser.error(str(e))
+    return opts
 
 
 def get_commandline_args() -> str:

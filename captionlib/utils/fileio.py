@@ -21,7 +21,7 @@ import re
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, List, Optional, Union
+from typing import Any, BinaryIO, Iterator, List, Optional, Sequence, Tuple, Union
 
 PathLike = Union[str, Path]
 
@@ -52,7 +52,8 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     an error it is flushed, fsynced and renamed to ``path`` (``os.replace``), otherwise removed.
 
     A crash never leaves a truncated file: readers see the old file or the new one. Parent
-    directories are created.
+    directories are created. A failed write (a full disk: ``OSError``, or torch's
+    ``RuntimeError`` from its zip writer) is raised again naming ``path``.
 
     Example:
         >>> with atomic_open("exp/a/model.zip") as f:
@@ -67,9 +68,13 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+            raise OSError(e.errno, f"writing {path}: {e.strerror or e}") from e
+        if isinstance(e, RuntimeError):
+            raise RuntimeError(f"writing {path}: {e}") from e
         raise
 
 
@@ -163,15 +168,77 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: Exported by egs/TEMPLATE/caption.sh (its PID): the top of a trainer's launcher chain.
+PIPELINE_PID_ENV = "CAPTIONLIB_PIPELINE_PID"
+MAX_LAUNCHERS = 16  # ancestors followed at most (run.pl -> torchrun -> ... is 4 deep)
+
+
+def _parent_of(pid: int) -> Optional[int]:
+    """The parent PID of ``pid`` from ``/proc`` (Linux), or ``None`` where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])  # "pid (comm) state ppid ...": comm may hold spaces
+
+
+def _launchers() -> List[int]:
+    """The processes this one's run depends on, nearest first: its parent (run.pl's job,
+    torchrun, a shell), and on Linux every ancestor up to the pipeline that started it
+    (``$CAPTIONLIB_PIPELINE_PID``: caption.sh, so that a killed run.pl between them counts)."""
+    chain = [os.getppid()]
+    top = os.environ.get(PIPELINE_PID_ENV, "")
+    if not top.isdigit():
+        return chain
+    while chain[-1] != int(top):
+        parent = _parent_of(chain[-1])
+        if parent is None or parent <= 1 or len(chain) >= MAX_LAUNCHERS:
+            return chain[:1]  # the pipeline is no ancestor (e.g. it runs on another host): the parent only
+        chain.append(parent)
+    return chain
+
+
+def _read_lock(lock: Path) -> Tuple[Optional[int], Optional[str], List[int]]:
+    """PID, host and launcher PIDs of a lock file ``<pid> <host> [<launcher>,...]``
+    (``None``, ``None``, ``[]`` for an unreadable or malformed one)."""
+    try:
+        held = lock.read_text().split()
+    except OSError:
+        return None, None, []
+    if len(held) < 2 or not held[0].isdigit():
+        return None, None, []
+    launchers = [int(p) for p in held[2].split(",") if p.isdigit()] if len(held) > 2 else []
+    return int(held[0]), held[1], launchers
+
+
+def _in_use_message(exp_dir: PathLike, lock: PathLike, pid: Optional[int], host: Optional[str],
+                    launchers: Sequence[int]) -> str:
+    """The "in use" error of :func:`exp_dir_lock`. When the holder runs on this host but one of
+    its launchers (recorded in the lock) is gone (e.g. run.pl or torchrun was killed with
+    ``kill -9``), it says so, and how to stop the orphaned holder."""
+    msg = f"{exp_dir} is in use by process {pid if pid is not None else '?'} on {host or '?'} (lock file {lock})"
+    gone = [p for p in launchers if not _pid_alive(p)] if host == socket.gethostname() else []
+    if pid is not None and gone:
+        return (f"{msg}; its launcher (process {gone[0]}) is gone, so nothing waits for it (an orphan, e.g. of "
+                f"a killed run.pl or torchrun): stop it with `kill {pid}`, then run again")
+    return f"{msg}; wait for it to finish, or remove the lock file if that process is gone"
+
+
 @contextlib.contextmanager
 def exp_dir_lock(exp_dir: PathLike) -> Iterator[Path]:
-    """Hold ``<exp_dir>/.lock`` (``<pid> <host>``) while training in ``exp_dir``, so that a
-    second trainer started on the same directory stops at once instead of interleaving
-    checkpoints. A lock left by a process that no longer runs on this host is taken over.
+    """Hold ``<exp_dir>/.lock`` while training in ``exp_dir``, so that a second trainer started
+    on the same directory stops at once instead of interleaving checkpoints. A lock left by a
+    process that no longer runs on this host is taken over.
+
+    The lock file holds ``<pid> <host> <launcher pids, comma-separated>``: the launchers
+    (parent, and up to the caption.sh that started it, see :func:`_launchers`) let the error
+    tell an orphaned holder (its launcher killed) from a live run.
+    egs/TEMPLATE/caption.sh reads the same file before it starts a trainer.
 
     Raises:
         RuntimeError: the lock is held by a live process (or by one on another host, which
-            cannot be checked from here), naming the lock file, PID and host.
+            cannot be checked from here), naming the lock file, PID and host; and, when the
+            holder's launcher is gone, saying so and how to stop it (``kill <pid>``).
     """
     lock = Path(exp_dir) / ".lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -180,20 +247,16 @@ def exp_dir_lock(exp_dir: PathLike) -> Iterator[Path]:
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            held = lock.read_text().split()
-            pid, host = (int(held[0]), held[1]) if len(held) == 2 and held[0].isdigit() else (None, None)
+            pid, host, launchers = _read_lock(lock)
             if pid is not None and host == socket.gethostname() and not _pid_alive(pid):
                 lock.unlink(missing_ok=True)  # stale: its process is gone
                 continue
-            raise RuntimeError(
-                f"{exp_dir} is in use by process {' on '.join(held) or '?'} (lock file {lock}); wait for it to "
-                f"finish, or remove the lock file if that process is gone"
-            ) from None
+            raise RuntimeError(_in_use_message(exp_dir, lock, pid, host, launchers)) from None
         with os.fdopen(fd, "w") as f:
-            f.write(me + "\n")
+            f.write(f"{me} {','.join(map(str, _launchers()))}\n")
         break
     try:
         yield lock
     finally:
-        if lock.is_file() and lock.read_text().strip() == me:
+        if lock.is_file() and lock.read_text().split()[:2] == me.split():
             lock.unlink()

@@ -151,7 +151,8 @@ def import_feats(
     Raises:
         ValueError: unknown layout, malformed ``clip2id``, a ``source`` that is not an HDF5
             file (``hdf5``; names the file), an unreadable (truncated/corrupt/foreign) ``.npy``,
-            ``.npz`` or HDF5 dataset, a wrong shape or NaN/Inf values, or a dimension different
+            ``.npz`` or HDF5 dataset, a wrong shape, empty features (0 rows or dimension 0,
+            e.g. a (0, D) dataset) or NaN/Inf values, or a dimension different
             from earlier clips (the per-clip messages name ``<clip2id>:<line>``, the clip, the
             corpus id and the file).
         FileNotFoundError: a missing source, or a missing feature file.
@@ -182,6 +183,8 @@ def import_feats(
                     raise type(e)(f"{where}: {e}") from None
                 if not np.issubdtype(arr.dtype, np.number):
                     raise ValueError(f"{where}: {path}: non-numeric features of dtype {arr.dtype}")
+                if arr.size == 0:  # the clip would train and decode with no features
+                    raise ValueError(f"{where}: {path}: empty features of shape {arr.shape}")
                 arr = arr.astype(np.float32)
                 bad = ~np.isfinite(arr)
                 if bad.any():

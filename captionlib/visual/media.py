@@ -29,19 +29,53 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+#: Pillow modes of 16-bit grayscale pixels. Pillow opens 16-bit PNG/TIFF as ``I;16*`` and
+#: PGM with a maxval above 255 as ``I`` scaled to 0..65535.
+_GRAY16_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def to_rgb(img, name: str = "image"):
+    """Convert a ``PIL.Image.Image`` of any 8- or 16-bit mode to RGB.
+
+    Pillow's ``convert("RGB")`` clips 16-bit gray to 255 (a 16-bit PNG turns all white), so
+    16-bit gray (:data:`_GRAY16_MODES`) is first rescaled to 8 bits as the PNG specification's
+    sample depth rescaling does (``round(v * 255 / 65535)``, PNG 2nd ed. section 13.12).
+
+    Args:
+        img: the image.
+        name: the file it came from, for the error message.
+
+    Raises:
+        ValueError: naming ``name``: a float image (mode ``F``: no declared range) or an
+            ``I`` image with values outside 0..65535.
+    """
+    if img.mode in _GRAY16_MODES:
+        arr = np.asarray(img, dtype=np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() > 65535):
+            raise ValueError(f"{name}: 32-bit integer pixels outside 0..65535 (mode {img.mode}): "
+                             "convert the image to 8 or 16 bits")
+        img = Image.fromarray(((arr * 255 + 32767) // 65535).astype(np.uint8), "L")
+    elif img.mode == "F":
+        raise ValueError(f"{name}: 32-bit float pixels (mode F) have no declared range: convert the image "
+                         "to 8 or 16 bits")
+    return img.convert("RGB")  # a loaded copy, also of an RGB image
+
+
 def load_image(path: PathLike):
-    """Read an image file as an RGB ``PIL.Image.Image`` (fully decoded).
+    """Read an image file as an RGB ``PIL.Image.Image`` (fully decoded; 16-bit gray rescaled
+    to 8 bits, see :func:`to_rgb`).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: Pillow cannot identify or decode the file (the path is named).
+        ValueError: Pillow cannot identify or decode the file, or :func:`to_rgb` refuses its
+            pixels (the path is named).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such image file: {path}")
     try:
         with Image.open(path) as img:
-            return img.convert("RGB")
+            return to_rgb(img, f"image {path}")
     except (UnidentifiedImageError, OSError, SyntaxError) as e:
         raise ValueError(f"cannot read image {path}: {e}") from None
 
@@ -50,19 +84,19 @@ def preprocess_image(img, image_size: int = 224) -> torch.Tensor:
     """Resize the shorter side to ``image_size``, center-crop a square, normalise (ImageNet).
 
     Args:
-        img: a ``PIL.Image.Image`` (converted to RGB if it is not).
+        img: a ``PIL.Image.Image`` (converted to RGB if it is not, see :func:`to_rgb`).
         image_size: output height and width in pixels.
 
     Returns:
         float32 tensor (3, image_size, image_size), channels RGB, ImageNet-normalised.
 
     Raises:
-        ValueError: ``image_size < 1`` or an empty image.
+        ValueError: ``image_size < 1``, an empty image, or a mode :func:`to_rgb` refuses.
     """
     if image_size < 1:
         raise ValueError(f"image_size must be >= 1, got {image_size}")
     if img.mode != "RGB":
-        img = img.convert("RGB")
+        img = to_rgb(img)
     w, h = img.size
     if w < 1 or h < 1:
         raise ValueError(f"empty image of size {w}x{h}")
@@ -120,9 +154,14 @@ def _stream_span(container, stream) -> Optional[Tuple[Fraction, Fraction]]:
 def _sample_by_time(path: str, num_frames: int):
     """One decoding pass choosing frames by presentation time.
 
-    Returns ``(images, decoded, timed)``: the chosen distinct frames as RGB images, the number
-    of frames decoded (all of them unless every target got its own frame) and whether the
-    stream had usable timing (duration and a pts on every frame).
+    Returns ``(images, decoded, timed, short)``: the chosen distinct frames as RGB images, the
+    number of frames decoded (all of them unless every target got its own frame), whether the
+    stream had usable timing (duration and a pts on every frame), and, when every packet was
+    read and there are fewer than the header declares (``stream.frames``: AVI ``dwLength``, MP4
+    sample count; 0 when unknown, e.g. Matroska), ``(declared, read)`` (else None). Packets are
+    counted, not frames, so placeholder packets that decode to no frame (N-VOPs) count as read,
+    and so do the slots of packets the demuxer drops (AVI's empty chunks of dropped frames:
+    ``read`` is at least the span of the packets' dts in packet durations).
     """
     import av
 
@@ -138,13 +177,21 @@ def _sample_by_time(path: str, num_frames: int):
             start, duration = span
             targets = [start + duration * (2 * k + 1) / (2 * num_frames) for k in range(num_frames)]
         chosen = []  # (decode index, image); distinct indices, in order
-        k, prev, decoded = 0, None, 0
+        k, prev, decoded, packets, dts = 0, None, 0, 0, []  # dts: (first, last, last's duration)
 
         def take(index, frame):
             if not chosen or chosen[-1][0] != index:
                 chosen.append((index, frame.to_image()))
 
-        for i, frame in enumerate(container.decode(stream)):
+        def decode():  # container.decode(stream), counting packets (not the final empty flush packet)
+            nonlocal packets, dts
+            for packet in container.demux(stream):
+                packets += packet.size > 0 or packet.dts is not None
+                if packet.dts is not None:
+                    dts = [dts[0] if dts else packet.dts, packet.dts, packet.duration]
+                yield from packet.decode()
+
+        for i, frame in enumerate(decode()):
             decoded = i + 1
             if not timed:
                 continue  # only count
@@ -157,13 +204,16 @@ def _sample_by_time(path: str, num_frames: int):
                 take(*(prev if prev is not None else (i, frame)))
                 k += 1
             if len(chosen) == num_frames:
-                return [img for _, img in chosen], decoded, True
+                return [img for _, img in chosen], decoded, True, None
             prev = (i, frame)
         if timed and prev is not None:
             while k < num_frames:  # targets past the last frame (an overstated duration)
                 take(*prev)
                 k += 1
-        return [img for _, img in chosen], decoded, timed
+        if dts and dts[2]:
+            packets = max(packets, (dts[1] - dts[0]) // dts[2] + 1)
+        short = (stream.frames, packets) if stream.frames > packets else None
+        return [img for _, img in chosen], decoded, timed, short
 
 
 def _sample_by_index(path: str, wanted: List[int]) -> list:
@@ -181,7 +231,7 @@ def _sample_by_index(path: str, wanted: List[int]) -> list:
     return frames
 
 
-def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
+def load_video_frames(path: PathLike, num_frames: int = 20, strict: bool = False) -> list:
     """Decode ``num_frames`` frames sampled uniformly in time over a video (PyAV/FFmpeg).
 
     The stream duration is cut into ``num_frames`` equal segments and, for the centre
@@ -199,9 +249,16 @@ def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
     pass). So a video with at least ``num_frames`` decodable frames always gives exactly
     ``num_frames`` distinct frames, and a shorter one gives all of its frames.
 
+    A file holding fewer frames than its header declares (a video cut short by an interrupted
+    copy: the frames are then sampled from its beginning only) is logged as a warning naming
+    it and the frames missing, as truncated audio is (:func:`captionlib.audio.io.check_truncation`);
+    with ``strict`` it is an error. Only headers that declare a frame count (AVI, MP4) allow
+    this check.
+
     Args:
         path: any container/codec FFmpeg reads (mp4, avi, webm, ...).
         num_frames: frames to sample (>= 1).
+        strict: a truncated file is an error (default: a logged warning).
 
     Returns:
         list of RGB ``PIL.Image.Image`` in temporal order, ``len == min(num_frames, decoded
@@ -210,7 +267,7 @@ def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
     Raises:
         FileNotFoundError: ``path`` does not exist.
         ValueError: ``num_frames < 1``; the file cannot be opened/decoded, has no video stream
-            or no frame (the path is named).
+            or no frame; with ``strict``, it is truncated (the path is named).
     """
     import av
 
@@ -220,7 +277,13 @@ def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such video file: {path}")
     try:
-        frames, decoded, timed = _sample_by_time(path, num_frames)
+        frames, decoded, timed, short = _sample_by_time(path, num_frames)
+        if short and decoded:
+            msg = (f"{path}: truncated? its header declares {short[0]} frames, the file holds {short[1]} "
+                   f"({short[0] - short[1]} missing); the frames are sampled from the {decoded} decoded")
+            if strict:
+                raise ValueError(msg)
+            logging.warning("%s (strict: make this an error)", msg)
         if len(frames) < min(num_frames, decoded):
             logging.debug("%s: %s; sampling %d of the %d decoded frames by index", path,
                           "time targets gave %d distinct frames" % len(frames) if timed else "no timing",
@@ -233,7 +296,8 @@ def load_video_frames(path: PathLike, num_frames: int = 20) -> list:
     return frames
 
 
-def load_video_tensor(path: PathLike, num_frames: int = 20, image_size: int = 224) -> torch.Tensor:
+def load_video_tensor(path: PathLike, num_frames: int = 20, image_size: int = 224,
+                      strict: bool = False) -> torch.Tensor:
     """:func:`load_video_frames` then :func:`preprocess_image` per frame.
 
     Returns:
@@ -242,4 +306,4 @@ def load_video_tensor(path: PathLike, num_frames: int = 20, image_size: int = 22
     Raises:
         FileNotFoundError, ValueError: see :func:`load_video_frames` and :func:`preprocess_image`.
     """
-    return torch.stack([preprocess_image(f, image_size) for f in load_video_frames(path, num_frames)])
+    return torch.stack([preprocess_image(f, image_size) for f in load_video_frames(path, num_frames, strict)])

@@ -244,6 +244,15 @@ done
 case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
 case "${nproc_per_node}" in *[!0-9]*|0) log "Error: --nproc_per_node must be an integer >= 1 (or empty), got '${nproc_per_node}'"; exit 2;; esac
 [ "${num_nodes}" -ge 1 ] || { log "Error: --num_nodes must be >= 1, got '${num_nodes}'"; exit 2; }
+for _opt in nj inference_nj; do  # job counts (0 would make split_scp.pl print its usage)
+    [ "${!_opt}" -ge 1 ] || { log "Error: --${_opt} (a number of jobs) must be >= 1, got '${!_opt}'"; exit 2; }
+done
+# A range that selects no stage would run nothing and report success.
+last_stage=10
+if [ "${stage}" -gt "${last_stage}" ] || [ "${stage}" -gt "${stop_stage}" ]; then
+    log "Error: --stage ${stage} --stop_stage ${stop_stage} selects no stage: the stages are 0-${last_stage}, and --stage must be <= --stop_stage"
+    exit 2
+fi
 case "${feats_type}" in logmel|cnn|import) ;; *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
@@ -394,19 +403,58 @@ if "${corpus_prior}"; then
     prior_dir=${expdir}/corpus_prior
 fi
 
+# Experiment-dir locks. A trainer holds <dir>/.lock ("<pid> <host> <launcher pids>", see
+# captionlib.utils.fileio.exp_dir_lock) while it trains. Before anything is written to <dir>,
+# lock_exp_dir takes <dir>/.pipeline.lock ("<pid> <host>" of this script) atomically (noclobber:
+# O_EXCL), so that of two runs started at once on one dir the loser stops at once and touches
+# nothing, then checks .lock; release_exp_dir gives it back once the trainer has finished.
+export CAPTIONLIB_PIPELINE_PID=$$  # the top of a trainer's launcher chain in its .lock
+held_lock=
+release_exp_dir() {
+    if [ -n "${held_lock}" ] && [ "$(cat "${held_lock}" 2>/dev/null)" = "$$ $(hostname)" ]; then
+        rm -f "${held_lock}"
+    fi
+    held_lock=
+}
+trap release_exp_dir EXIT
+# Return 0 if the lock file $1 is free or stale (its process no longer runs on this host); else
+# log the "in use" error (saying so when the holder's launcher is gone: an orphaned trainer).
+lock_is_free() {
+    local _pid _host _launchers _l
+    [ -f "$1" ] || return 0
+    read -r _pid _host _launchers < "$1" || true
+    if [ "${_host:-}" = "$(hostname)" ]; then
+        kill -0 "${_pid:-0}" 2>/dev/null || return 0
+        for _l in ${_launchers//,/ }; do
+            if ! kill -0 "${_l}" 2>/dev/null; then
+                log "Error: $(dirname "$1") is in use by process ${_pid} on ${_host} ($1); its launcher (process ${_l}) is gone, so nothing waits for it (an orphan, e.g. of a killed run.pl or torchrun): stop it with \`kill ${_pid}\`, then run again"
+                return 1
+            fi
+        done
+    fi
+    log "Error: $(dirname "$1") is in use by process ${_pid:-?} on ${_host:-?} ($1); wait for it, or remove the lock if it is gone"
+    return 1
+}
+lock_exp_dir() {
+    local lock=$1/.pipeline.lock _try
+    mkdir -p "$1"
+    for _try in 1 2; do
+        if (set -o noclobber; echo "$$ $(hostname)" > "${lock}") 2>/dev/null; then
+            held_lock=${lock}
+            lock_is_free "$1/.lock" || exit 1
+            return 0
+        fi
+        lock_is_free "${lock}" || exit 1
+        rm -f "${lock}"  # stale: the caption.sh that took it is gone
+    done
+    log "Error: cannot take ${lock}"
+    exit 1
+}
+
 # Write <dir>/run.sh that re-runs (resumes) this experiment from the recipe directory (ESPnet habit).
 # Keep the log of an earlier (e.g. killed, now resumed) run as <log>.N instead of overwriting it.
 keep_old_log() {
-    # refuse to touch an experiment dir whose trainer still runs (its .lock: "<pid> <host>")
-    local n=1 lock _pid _host
-    lock=$(dirname "$1")/.lock
-    if [ -f "${lock}" ]; then
-        read -r _pid _host < "${lock}" || true
-        if [ "${_host:-}" != "$(hostname)" ] || kill -0 "${_pid:-0}" 2>/dev/null; then
-            log "Error: $(dirname "$1") is in use by process ${_pid:-?} on ${_host:-?} (${lock}); wait for it, or remove the lock if it is gone"
-            exit 1
-        fi
-    fi
+    local n=1
     [ -f "$1" ] || return 0
     while [ -f "$1.${n}" ]; do n=$((n + 1)); done
     mv "$1" "$1.${n}"
@@ -509,6 +557,7 @@ if ! "${skip_train}"; then
         for _s in ${seed_list}; do
             _xe_exp=$(xe_exp_of "${_s}")
             log "Stage 5: XE training: ${_xe_exp} (log: ${_xe_exp}/train.log)"
+            lock_exp_dir "${_xe_exp}"
             if [ "${_s}" = none ]; then write_run_sh "${_xe_exp}" --stage 5; else write_run_sh "${_xe_exp}" --stage 5 --seeds "${_s}"; fi
             keep_old_log "${_xe_exp}/train.log"
             # shellcheck disable=SC2086,SC2046  # word-split options
@@ -518,6 +567,7 @@ if ! "${skip_train}"; then
                     --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
                     --token_list "${token_list}" --feats_stats "${feats_stats}" \
                     --output_dir "${_xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args} $(seed_opts "${_s}")
+            release_exp_dir
         done
     fi
 
@@ -528,6 +578,7 @@ if ! "${skip_train}"; then
                 _rl_exp=$(rl_exp_of "${_s}" "${algo}")
                 log "Stage 6: RL fine-tuning (${algo}, ${_cfg}) from $(rl_init_of "${_s}"): ${_rl_exp} (log: ${_rl_exp}/train.log)"
                 [ -f "$(rl_init_of "${_s}")" ] || { log "Error: $(rl_init_of "${_s}") not found (train the model RL starts from first)"; exit 1; }
+                lock_exp_dir "${_rl_exp}"
                 if [ "${_s}" = none ]; then
                     write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}"
                 else
@@ -542,6 +593,7 @@ if ! "${skip_train}"; then
                         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
                         --token_list "${token_list}" --cider_df "${cider_df}" \
                         --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args} $(seed_opts "${_s}")
+                release_exp_dir
             done
         done
     fi

@@ -117,4 +117,27 @@ def test_text_nbest(setup):
     assert not (tmp / "none" / "text_nbest").exists()
     with pytest.raises(SystemExit) as e:
         main(common + ["--output_dir", str(tmp / "bad"), "--nbest", "-1"])
-    assert e.value.code == 1
+    assert e.value.code == 2
+
+
+@pytest.mark.parametrize("opt, value, message", [
+    ("--beam_size", "0", "--beam_size must be >= 1 (1: greedy search), got 0"),
+    ("--beam_size", "-3", "--beam_size must be >= 1 (1: greedy search), got -3"),
+    ("--max_len", "0", "--max_len must be >= 1"),
+    ("--batch_size", "0", "--batch_size must be >= 1"),
+    ("--num_diversity_samples", "-1", "--num_diversity_samples must be >= 0"),
+    ("--sample_temperature", "0", "--sample_temperature must be > 0"),
+    ("--length_penalty", "nan", "--length_penalty must be a finite number"),
+])
+def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value, message):
+    """Issue 25: beam 0 decoded greedily, max_len 0 wrote empty captions (rc 0) and batch_size 0
+    failed with "range() arg 3 must not be zero"; now a usage error naming the option, before
+    the model (here a missing file) or the features are read."""
+    out = tmp_path / "dec"
+    with pytest.raises(SystemExit) as e:
+        main(["--model_file", str(tmp_path / "missing.pth"), "--feats_scp", str(tmp_path / "missing.scp"),
+              "--output_dir", str(out), opt, value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "missing" not in err, err
+    assert not out.exists()

@@ -123,3 +123,14 @@ def test_subprocess_stdout_and_exit_codes(setup, tmp_path):
     r = subprocess.run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(tmp_path / "x.zip"), files[0]],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "x.zip" in r.stderr
+
+
+@pytest.mark.parametrize("opt, value", [("--beam_size", "0"), ("--max_len", "0"), ("--batch_size", "0"),
+                                        ("--beam_size", "-1"), ("--nbest", "-1")])
+def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value):
+    """The check caption_decode uses (issue 25), before the packed model (here missing) is read."""
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "missing.zip"), opt, value, str(tmp_path / "a.wav")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{opt} must be >= " in err and f"got {value}" in err and "missing.zip" not in err, err

@@ -128,3 +128,100 @@ def test_training_data_of_the_wrong_dimension_names_the_clip(tmp_path):
     assert data[0][1].shape == (30, 64)
     with pytest.raises(ValueError, match=r"clip c2 has features of shape \(30, 40\), expected \(frames, 64\)"):
         data[1]
+
+
+def test_16_bit_gray_image_is_scaled_to_8_bits_and_float_images_are_refused(tmp_path):
+    from PIL import Image
+
+    from bad_inputs import write_gray16_png
+    from captionlib.visual.media import load_image
+
+    path = write_gray16_png(tmp_path / "gray16.png", width=64)
+    assert Image.open(path).mode == "I;16"
+    rgb = np.asarray(load_image(path))
+    expected = np.round(np.linspace(0, 255, 64)).astype(np.uint8)  # the gradient, not all 255
+    assert rgb.shape == (4, 64, 3) and (rgb == expected[None, :, None]).all()
+    Image.fromarray(np.ones((4, 4), np.float32)).save(tmp_path / "float.tif")
+    with pytest.raises(ValueError, match=r"float.tif: 32-bit float pixels \(mode F\)"):
+        load_image(tmp_path / "float.tif")
+
+
+def test_truncated_video_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, caplog):
+    import re
+
+    pytest.importorskip("av")
+    from bad_inputs import write_truncated_video
+    from captionlib.visual.media import load_video_frames
+    from visual_media import write_avi_with_nvops
+
+    path = write_truncated_video(tmp_path / "cut.avi", num_frames=20)
+    with caplog.at_level("WARNING"):
+        frames = load_video_frames(path, 4)
+    assert 1 <= len(frames) < 4
+    assert any(re.search(r"cut.avi: truncated\? its header declares 20 frames, the file holds \d+ \(\d+ missing\)",
+                         r.getMessage()) for r in caplog.records)
+    with pytest.raises(ValueError, match=r"cut.avi: truncated\? its header declares 20 frames"):
+        load_video_frames(path, 4, strict=True)
+    caplog.clear()  # N-VOP placeholders: more packets than frames, but nothing is missing
+    load_video_frames(write_avi_with_nvops(tmp_path / "nvop.avi", num_frames=10), 4, strict=True)
+    dropped = write_avi_with_nvops(tmp_path / "dropped.avi", num_frames=10, every=3, placeholder=b"")
+    load_video_frames(dropped, 4, strict=True)  # empty chunks of dropped frames: skipped, not missing
+    assert not caplog.records
+
+
+def test_empty_imported_features_are_refused_naming_the_clip_and_id(tmp_path, capsys):
+    import re
+
+    from bad_inputs import write_h5_features
+    from captionbin import caption_import_feats
+    from captionlib.visual.importers import import_feats
+
+    src = write_h5_features(tmp_path / "feats.h5", {"v1": np.ones((3, 8)), "v2": np.zeros((0, 8))})
+    (tmp_path / "clip2id").write_text("clip-1 v1\nclip-2 v2\n")
+    with pytest.raises(SystemExit) as e:
+        caption_import_feats.main(["--clip2id", str(tmp_path / "clip2id"), "--layout", "hdf5", "--source", str(src),
+                                   "--out_prefix", str(tmp_path / "out" / "feats.1")])
+    assert e.value.code == 1
+    assert re.search(r"clip2id:2: clip clip-2 \(id v2\): .*feats.h5: empty features of shape \(0, 8\)",
+                     capsys.readouterr().err)
+    (tmp_path / "att").mkdir()
+    np.savez(tmp_path / "att" / "v3.npz", feat=np.zeros((0, 2048), np.float32))
+    (tmp_path / "clip2id").write_text("clip-3 v3\n")
+    with pytest.raises(ValueError, match=r"clip clip-3 \(id v3\): .*v3.npz: empty features of shape \(0, 2048\)"):
+        import_feats(tmp_path / "clip2id", "sc_att", tmp_path / "att", tmp_path / "out2" / "feats.1")
+
+
+def test_clotho_prep_refuses_a_one_sample_wav_naming_it_or_skips_and_counts_it(tmp_path, caplog):
+    from bad_inputs import write_samples_wav
+    from captionlib.corpora.clotho import ClothoPrepError, prepare_clotho
+
+    (tmp_path / "evaluation").mkdir()
+    write_wav(tmp_path / "evaluation" / "long.wav", seconds=0.5, fs=44100)
+    write_samples_wav(tmp_path / "evaluation" / "one sample.wav", samples=1, fs=44100)
+    cells = ",".join(f"a dog barks {k}" for k in range(1, 6))
+    (tmp_path / "clotho_captions_evaluation.csv").write_text(
+        "file_name,caption_1,caption_2,caption_3,caption_4,caption_5\n"
+        f"long.wav,{cells}\none sample.wav,{cells}\n")
+    with pytest.raises(ClothoPrepError, match=r"clotho_captions_evaluation.csv:3: audio too short: "
+                                              r".*one sample.wav: 1 samples \(0.0000 s at 44100 Hz\)"):
+        prepare_clotho(tmp_path, "evaluation", tmp_path / "data")
+    with caplog.at_level("WARNING"):
+        stats = prepare_clotho(tmp_path, "evaluation", tmp_path / "data", skip_bad=True)
+    assert (stats["clips"], stats["skipped"]) == (1, 1)
+    assert any("one sample.wav" in r.getMessage() for r in caplog.records)
+    assert (tmp_path / "data" / "reco2dur").read_text() == "clotho-evaluation-00001 0.500\n"
+
+
+def test_mixed_sample_rates_with_fs_null_are_warned_once_with_the_count_per_rate(tmp_path, caplog):
+    scp = tmp_path / "wav.scp"
+    rates = {"clip-a": 16000, "clip-b": 44100, "clip-c": 16000}
+    scp.write_text("".join(f"{k} {write_wav(tmp_path / f'{k}.wav', seconds=0.2, fs=fs)}\n" for k, fs in rates.items()))
+    with caplog.at_level("WARNING"):
+        dump_feats(scp, tmp_path / "feats", n_mels=16, fs=None)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "wav.scp: the clips have 2 sample rates (clips per rate: 16000 Hz: 2, 44100 Hz: 1)" in warnings[0]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        dump_feats(scp, tmp_path / "feats16k", n_mels=16, fs=16000)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -147,10 +147,21 @@ def test_caption_sh_rejects_bad_usage():
         assert r.returncode == 2 and f"{opt} must be" in r.stdout + r.stderr, (opt, r.stdout + r.stderr)
     r = _run(["./run.sh", "--ngpu", "2", "--nproc_per_node", "3"], cwd=d)
     assert r.returncode == 2 and "GPU training runs one process per GPU" in r.stdout + r.stderr
-    # Nothing is run past the last stage: only option parsing and derived names.
-    r = _run(["./run.sh", "--stage", "100"], cwd=d)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Successfully finished" in r.stdout
+    # a stage range that selects nothing (past the last stage 10, or stage > stop_stage) is
+    # refused instead of running nothing and printing "Successfully finished" (issue 25)
+    for args in (("--stage", "11"), ("--stage", "100"), ("--stage", "6", "--stop_stage", "3")):
+        r = _run(["./run.sh", *args], cwd=d)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and "selects no stage: the stages are 0-10" in out, (args, out)
+        assert f"--stage {args[1]} --stop_stage " in out and "Successfully finished" not in out, (args, out)
+    # job counts must be >= 1 (0 passed the integer check and split_scp.pl printed its usage)
+    for opt in ("--nj", "--inference_nj"):
+        r = _run(["./run.sh", opt, "0"], cwd=d)
+        assert r.returncode == 2 and f"{opt} (a number of jobs) must be >= 1, got '0'" in r.stdout + r.stderr, (
+            opt, r.stdout + r.stderr)
+    for nj in ("0", "00", "x"):  # scripts/decode.sh run by itself
+        r = _run(["scripts/decode.sh", "--nj", nj, "--decode_config", "conf/decode.yaml", "m.pth", "dump/x", "out"], cwd=d)
+        assert r.returncode == 2 and f"--nj (a number of jobs) must be an integer >= 1, got '{nj}'" in r.stdout + r.stderr
     # missing configs are named before anything runs
     r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst", "--rl_config", "conf/nope.yaml"], cwd=d)
     assert r.returncode == 2 and "RL config conf/nope.yaml not found" in r.stdout + r.stderr
@@ -190,6 +201,52 @@ def test_caption_sh_refuses_an_experiment_dir_in_use(tmp_path):
         live.wait()
     assert r.returncode == 1 and f"is in use by process {live.pid}" in r.stdout + r.stderr, r.stdout + r.stderr
     assert (exp / "train.log").read_text() == "the live trainer's log\n" and not (exp / "train.log.1").exists()
+
+
+@needs_utils
+def test_caption_sh_lock_two_runs_started_at_once(tmp_path):
+    """Two runs of stage 5 started at the same instant in one exp dir: the lock is taken
+    atomically before anything is written, so exactly one trains and the other stops at once
+    with the "in use" error, without touching train.log; a re-run refused by an orphaned
+    trainer says so and how to stop it (issue 25)."""
+    ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
+    for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
+        shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
+    d = tmp_path / "egs" / "mini_clotho"
+    opts = ["--word2vec", "false", "--seeds", "", "--xe_tag", "race"]
+    r = _run(["./run.sh", "--stop_stage", "4", *opts], cwd=d, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    cmd = ["./run.sh", "--stage", "5", "--stop_stage", "5", "--xe_args", "--max_epoch 1", *opts]
+    runs = [subprocess.Popen(cmd, cwd=d, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in runs]
+    codes = sorted(p.returncode for p in runs)
+    assert codes == [0, 1], outs
+    loser = outs[[p.returncode for p in runs].index(1)]
+    exp = d / "exp" / "race"
+    assert f"{exp.relative_to(d)} is in use by process " in loser and "Successfully finished" not in loser, loser
+    log = (exp / "train.log").read_text()
+    assert log.count("# Started at") == 1 and "epoch 1" in log.lower(), log
+    assert not list(exp.glob("train.log.*")) and not (exp / ".lock").exists() and not (exp / ".pipeline.lock").exists()
+    assert json.loads((exp / "history.json").read_text())[-1]["epoch"] == 1
+
+    # a re-run while a trainer whose launcher is gone (kill -9 of run.pl or torchrun) still holds
+    # the dir: the error says so and how to stop it, and nothing is written
+    import socket
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (exp / ".lock").write_text(f"{live.pid} {socket.gethostname()} {gone.pid}\n")
+        r = _run(cmd, cwd=d)
+    finally:
+        live.kill()
+        live.wait()
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and f"is in use by process {live.pid}" in out, out
+    assert f"its launcher (process {gone.pid}) is gone" in out and f"`kill {live.pid}`" in out, out
+    assert (exp / "train.log").read_text() == log and not (exp / ".pipeline.lock").exists()
 
 
 @needs_utils

@@ -62,6 +62,7 @@ logdir=${dir}/log
 
 [ -n "${decode_config}" ] || { log "Error: --decode_config is required"; exit 2; }
 case "${ngpu}" in 0|1) ;; *) log "Error: --ngpu must be 0 or 1, got '${ngpu}'"; exit 2;; esac
+[[ "${nj}" =~ ^[0-9]+$ ]] && [ "${nj}" -ge 1 ] || { log "Error: --nj (a number of jobs) must be an integer >= 1, got '${nj}'"; exit 2; }
 [ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
 for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }

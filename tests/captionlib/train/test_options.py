@@ -63,3 +63,46 @@ def test_no_function_is_longer_than_80_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
                 long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
     assert not long, "functions longer than 80 lines:\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize("binary, args, message", [
+    ("caption_train", ["--lr", "0"], "lr must be > 0, got 0.0"),
+    ("caption_train", ["--batch_size", "0"], "batch_size must be >= 1, got 0"),
+    ("caption_train", ["--label_smoothing", "1"], "label_smoothing must be in [0, 1), got 1.0"),
+    ("caption_rl_train", ["--max_epoch", "0"], "max_epoch must be >= 1, got 0"),
+    ("caption_rl_train", ["--alpha", "1.5"], "alpha must be in [0, 1], got 1.5"),
+    ("caption_rl_train", ["--num_samples", "0"], "num_samples must be >= 1, got 0"),
+])
+def test_a_bad_value_is_one_line_before_anything_is_loaded(binary, args, message, tmp_path, capsys):
+    """Issue 25: the data dirs do not even exist; the value is refused first, naming the key."""
+    import importlib
+
+    required = ["--train_data_dir", str(tmp_path / "nope"), "--valid_data_dir", str(tmp_path / "nope"),
+                "--output_dir", str(tmp_path / "exp")]
+    required += ["--token_list", "x"] if binary == "caption_train" else ["--init_param", "x", "--cider_df", "y"]
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(f"captionbin.{binary}").main(required + args)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "exp").exists()
+
+
+def test_library_calls_are_checked_too_and_a_bad_model_key_is_named(tmp_path):
+    from captionlib.rl.train import train_rl
+    from captionlib.train.xe import train_xe
+
+    with pytest.raises(ValueError, match="lr must be > 0, got 0"):
+        train_xe(XEOptions(lr=0.0))
+    with pytest.raises(ValueError, match="rl_algo must be one of scst, .*got 'scts'"):
+        train_rl(RLOptions(rl_algo="scts"))
+    with pytest.raises(ValueError, match="mixup_alpha > 0 mixes captions: it needs xe_unit caption"):
+        train_xe(XEOptions(mixup_alpha=0.4, xe_unit="clip"))
+    data = tmp_path / "dump"
+    data.mkdir()
+    (data / "feats_dim").write_text("16\n")
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("<blank>\n<unk>\na\n<sos/eos>\n")
+    opts = XEOptions(train_data_dir=str(data), valid_data_dir=str(data), output_dir=str(tmp_path / "exp"),
+                     token_list=str(tokens), encoder="linear", decoder="gru", decoder_conf={"hidden_sise": 8})
+    with pytest.raises(ValueError, match="decoder 'gru': .*'hidden_sise'"):
+        train_xe(opts)

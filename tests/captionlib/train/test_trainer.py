@@ -172,3 +172,59 @@ def test_amp_trains_and_resumes_on_cuda(tmp_path, amp):
     assert ("grad_scaler" in state) == (amp == "fp16")
     hist = _amp_trainer(tmp_path, amp, "cuda", max_epoch=2).run()  # resumes epoch 2 (scaler state included)
     assert [h["epoch"] for h in hist] == [1, 2] and hist[1]["train_loss"] < hist[0]["train_loss"] * 1.5
+
+
+def test_a_full_disk_names_the_file_and_the_history_keeps_only_saved_epochs(tmp_path, monkeypatch):
+    """Issue 25: the write that fails names its file; history.json never lists an epoch
+    whose checkpoint was not saved; the re-run resumes after the last saved epoch."""
+    import errno
+    import os
+
+    from captionlib.utils import fileio
+
+    _trainer(tmp_path, 1, Objective()).run()
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", full)
+    with pytest.raises(OSError, match=r"writing .*2epoch\.pth: No space left on device"):
+        _trainer(tmp_path, 3, Objective()).run()
+    assert [h["epoch"] for h in json.loads((tmp_path / "history.json").read_text())] == [1]
+    assert not list(tmp_path.glob("*.tmp"))
+    monkeypatch.setattr(fileio.os, "fsync", real_fsync)
+    obj = Objective()
+    assert [h["epoch"] for h in _trainer(tmp_path, 3, obj).run()] == [1, 2, 3] and obj.calls == 6
+
+
+def test_resuming_from_other_inputs_is_refused_naming_them(tmp_path, caplog):
+    """Issue 25: a run whose token list or training text changed since its latest.pth does
+    not resume (or keep) the old model silently."""
+    def trainer(inputs, max_epoch=1):
+        t = _trainer(tmp_path, max_epoch, Objective())
+        t.inputs = inputs
+        return t
+
+    trainer({"token_list": "a1", "train_text": "b1"}).run()
+    with pytest.raises(RuntimeError, match=r"latest.pth was trained from other inputs than this run's: "
+                                           r"token_list, train_text changed since.*remove"):
+        trainer({"token_list": "a2", "train_text": "b2"}, max_epoch=2).run()
+    # the same inputs resume; a checkpoint from before this check resumes with a warning
+    assert [h["epoch"] for h in trainer({"token_list": "a1", "train_text": "b1"}, 2).run()] == [1, 2]
+    state = torch.load(tmp_path / "latest.pth", weights_only=True)
+    del state["inputs"]
+    torch.save(state, tmp_path / "latest.pth")
+    with caplog.at_level("WARNING"):
+        trainer({"token_list": "a3"}, 2).run()
+    assert "records no inputs" in caplog.text
+
+
+def test_a_history_behind_latest_pth_is_mended_on_resume(tmp_path):
+    """Killed after latest.pth and before history.json: the re-run rewrites history.json."""
+    _trainer(tmp_path, 2, Objective()).run()
+    full = json.loads((tmp_path / "history.json").read_text())
+    (tmp_path / "history.json").write_text(json.dumps(full[:1]))
+    obj = Objective()
+    _trainer(tmp_path, 2, obj).run()
+    assert obj.calls == 0 and json.loads((tmp_path / "history.json").read_text()) == full
