@@ -69,6 +69,7 @@ from captionlib.rl import AC_REWARDS as REWARD_TYPES
 from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
 from captionlib.rl.embedding import AudioCaptionEmbedding, FrameEncoder, ranking_loss
 from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
@@ -165,15 +166,15 @@ class ActorCritic(SampledObjective):
         vocab_size: int,
         embed_size: int,
         warmup_steps: int = 100,
-        max_len: int = 30,
-        temperature: float = 1.0,
-        num_samples: int = 1,
+        max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature,
+        num_samples: int = DEFAULTS.num_samples,
         critic_size: Optional[int] = None,
         reward_type: str = "metric",
-        value_encoder: str = "shared",
+        value_encoder: str = DEFAULTS.value_encoder,
         n_mels: Optional[int] = None,
-        embedding_size: int = 256,
-        embedding_margin: float = 0.2,
+        embedding_size: int = DEFAULTS.embedding_size,
+        embedding_margin: float = DEFAULTS.embedding_margin,
     ):
         super().__init__(reward, tokenizer, max_len, temperature)
         if warmup_steps < 0:

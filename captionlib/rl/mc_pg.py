@@ -29,6 +29,7 @@ from torch import nn
 
 from captionlib.decode.search import draw_categorical, sample
 from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
@@ -40,7 +41,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def rollouts(
-    model, v: torch.Tensor, prefixes: torch.Tensor, depth: torch.Tensor, max_len: int, temperature: float = 1.0
+    model, v: torch.Tensor, prefixes: torch.Tensor, depth: torch.Tensor, max_len: int,
+    temperature: float = DEFAULTS.temperature,
 ) -> torch.Tensor:
     """Complete each prefix by sampling from the model (one row per rollout).
 
@@ -102,10 +104,10 @@ class MonteCarloPG(SampledObjective):
         reward: Reward,
         tokenizer: Tokenizer,
         hidden_size: int,
-        num_rollouts: int = 3,
-        max_len: int = 30,
-        temperature: float = 1.0,
-        num_samples: int = 1,
+        num_rollouts: int = DEFAULTS.num_rollouts,
+        max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature,
+        num_samples: int = DEFAULTS.num_samples,
         baseline_hidden: int = 256,
     ):
         super().__init__(reward, tokenizer, max_len, temperature)

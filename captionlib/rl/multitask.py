@@ -62,6 +62,7 @@ from torch.nn import functional as F
 from captionlib.models.encoding import pooled
 from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
 from captionlib.rl.policy_gradient import PolicyGradient
+from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
@@ -251,15 +252,15 @@ class MultiTask(PolicyGradient):
         tokenizer: Tokenizer,
         train_refs: Mapping[str, Sequence[Sequence[str]]],
         embed_size: int,
-        num_attributes: int = 400,
+        num_attributes: int = DEFAULTS.num_attributes,
         alpha: float = 0.95,
         num_samples: int = 5,
-        baseline: str = "greedy",
-        max_len: int = 30,
-        temperature: float = 1.0,
-        baseline_encoding: str = "shared",
-        attribute_selection: str = "pos",
-        attribute_input: str = "cnn",
+        baseline: str = DEFAULTS.baseline,
+        max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature,
+        baseline_encoding: str = DEFAULTS.baseline_encoding,
+        attribute_selection: str = DEFAULTS.attribute_selection,
+        attribute_input: str = DEFAULTS.attribute_input,
         cnn_size: Optional[int] = None,
     ):
         super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding)
@@ -283,7 +284,7 @@ class MultiTask(PolicyGradient):
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MultiTask":
         """Multitask (``--rl_algo multitask``) from :class:`captionlib.rl.options.RLOptions`:
-        REINFORCE+'s options, ``alpha`` (0.95 when unset), ``num_attributes``,
+        REINFORCE+'s options, ``alpha`` (the class default, the paper's 0.95, when unset), ``num_attributes``,
         ``attribute_selection``, ``attribute_input``; the attributes come from
         ``train_set.refs`` and the head's input size from ``model.encoder``.
 
@@ -292,7 +293,7 @@ class MultiTask(PolicyGradient):
         """
         return cls(
             reward, tokenizer, train_set.refs, embed_size=model.encoder.output_size,
-            num_attributes=opts.num_attributes, alpha=0.95 if opts.alpha is None else opts.alpha,
+            num_attributes=opts.num_attributes, **({} if opts.alpha is None else {"alpha": opts.alpha}),
             num_samples=opts.num_samples, baseline=opts.baseline, max_len=opts.max_len,
             temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
             attribute_selection=opts.attribute_selection, attribute_input=opts.attribute_input,

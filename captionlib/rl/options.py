@@ -83,3 +83,8 @@ class RLOptions(TrainOptions):
         "clip", "an epoch iterates clips, or (clip, caption) pairs like the seed 000 authors' code (each clip once "
                 "per reference: 5x the updates on Clotho)", PG, UNITS)
     freeze_encoder: bool = option(False, "keep the audio encoder fixed", PG)
+
+
+#: The default options: what the objective classes take when a library caller leaves an option
+#: out (their signatures refer to these fields, so each default is written once, above).
+DEFAULTS = RLOptions()

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from captionlib.decode.search import greedy_search, sample
+from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
@@ -70,8 +71,8 @@ class SampledObjective(nn.Module):
     """
 
     def __init__(
-        self, reward: Reward, tokenizer: Tokenizer, max_len: int = 30, temperature: float = 1.0,
-        baseline_encoding: str = "shared",
+        self, reward: Reward, tokenizer: Tokenizer, max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature, baseline_encoding: str = DEFAULTS.baseline_encoding,
     ):
         super().__init__()
         if baseline_encoding not in BASELINE_ENCODINGS:
@@ -127,11 +128,11 @@ class PolicyGradient(SampledObjective):
         self,
         reward: Reward,
         tokenizer: Tokenizer,
-        num_samples: int = 1,
-        baseline: str = "greedy",
-        max_len: int = 30,
-        temperature: float = 1.0,
-        baseline_encoding: str = "shared",
+        num_samples: int = DEFAULTS.num_samples,
+        baseline: str = DEFAULTS.baseline,
+        max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature,
+        baseline_encoding: str = DEFAULTS.baseline_encoding,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
         if baseline not in ("greedy", "mean"):

@@ -23,6 +23,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from captionlib.rl.options import DEFAULTS
+
 SUPPORTED = ("cider_d", "cider_d_batch", "bleu_1", "bleu_2", "bleu_3", "bleu_4", "rouge_l", "spice", "spider")
 #: How each metric is named in reports (RESULTS.md ``paper`` column).
 DISPLAY_NAMES = {
@@ -98,7 +100,7 @@ class Reward:
         cider_df: str,
         spice_lib_dir: Optional[str] = None,
         spice_cache_dir: Optional[str] = None,
-        trust_pickle: bool = False,
+        trust_pickle: bool = DEFAULTS.trust_pickle,
     ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
 

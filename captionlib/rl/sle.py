@@ -84,6 +84,7 @@ from captionlib.metrics.bleu import pairwise_bleu
 from captionlib.rl import SLE_DISTANCES as DISTANCES
 from captionlib.rl import SLE_DIVERSITY_BASELINES as DIVERSITY_BASELINES
 from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 
@@ -232,9 +233,9 @@ class SLE(SampledObjective):
         tokenizer: Tokenizer,
         num_samples: int = 5,
         alpha: float = 0.75,
-        max_len: int = 30,
-        temperature: float = 1.0,
-        baseline_encoding: str = "shared",
+        max_len: int = DEFAULTS.max_len,
+        temperature: float = DEFAULTS.temperature,
+        baseline_encoding: str = DEFAULTS.baseline_encoding,
         distance: str = "bleu34_sum",
         diversity_baseline: str = "leave_one_out",
     ):
@@ -251,14 +252,14 @@ class SLE(SampledObjective):
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":
         """SLE (``--rl_algo sle``) from :class:`captionlib.rl.options.RLOptions`: ``num_samples``,
-        ``alpha`` (0.75 when unset), ``sle_distance``, ``sle_diversity_baseline``,
+        ``alpha`` (the class default, the paper's 0.75, when unset), ``sle_distance``, ``sle_diversity_baseline``,
         ``baseline_encoding``, ``max_len``, ``temperature``.
 
         Raises:
             ValueError: see the class.
         """
         return cls(
-            reward, tokenizer, num_samples=opts.num_samples, alpha=0.75 if opts.alpha is None else opts.alpha,
+            reward, tokenizer, num_samples=opts.num_samples, **({} if opts.alpha is None else {"alpha": opts.alpha}),
             max_len=opts.max_len, temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
             distance=opts.sle_distance, diversity_baseline=opts.sle_diversity_baseline,
         )

@@ -47,6 +47,29 @@ def test_a_default_is_written_once():
                 assert not {a.arg for a in args} & names, f"{path}:{node.lineno} {node.name} repeats option defaults"
 
 
+def test_library_signatures_refer_to_the_option_defaults():
+    """The objectives and the trainer take an option's default from the dataclass (e.g.
+    ``max_len: int = DEFAULTS.max_len``), never a copy of its value (``max_len=30``); an
+    objective's own different default (SLE's 5 samples, the paper's) is not a copy."""
+    defaults = {}
+    for cls in (XEOptions, RLOptions):
+        for f in dataclasses.fields(cls):
+            value = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            defaults.setdefault(f.name, []).append(value)
+    copies = []
+    for path in sorted([*(REPO / "captionlib" / "rl").glob("*.py"), *(REPO / "captionlib" / "train").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            pairs = list(zip(node.args.args[len(node.args.args) - len(node.args.defaults):], node.args.defaults))
+            pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+            for arg, d in pairs:
+                if (isinstance(d, ast.Constant) and d.value is not None and arg.arg in defaults
+                        and any(d.value == v and type(d.value) is type(v) for v in defaults[arg.arg])):
+                    copies.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}({arg.arg}={d.value!r})")
+    assert not copies, "option defaults copied:\n" + "\n".join(copies)
+
+
 def test_typo_in_yaml_still_fails(tmp_path):
     from captionbin.caption_rl_train import main
 
