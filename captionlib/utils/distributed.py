@@ -412,6 +412,10 @@ def broadcast_object(obj: Any) -> Any:
 
 
 def destroy() -> None:
-    """Leave the process group (no-op without one)."""
+    """Leave the process group (no-op without one), after a barrier: every rank leaves
+    together, so none tears down its gloo/NCCL threads while another still talks to it (a
+    rank that left first was seen to abort with "terminate called without an active
+    exception" on a loaded machine)."""
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
