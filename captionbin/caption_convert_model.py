@@ -53,7 +53,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     from captionlib.pretrained import convert_legacy_file
 
     try:
-        kind = convert_legacy_file(args.input, args.output)
+        kind = convert_legacy_file(args.input, args.output, trust_pickle=args.trust_pickle)
     except (ValueError, FileNotFoundError) as e:
         logging.error("%s", e)
         sys.exit(1)

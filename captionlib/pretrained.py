@@ -42,7 +42,6 @@ import logging
 import os
 import pickle
 import subprocess
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -528,7 +527,7 @@ def format_results(results: Sequence[CaptionResult], fmt: str, nbest: int = 0) -
     return buf.getvalue()
 
 
-def convert_legacy_file(path: PathLike, output: PathLike) -> str:
+def convert_legacy_file(path: PathLike, output: PathLike, trust_pickle: bool = False) -> str:
     """Convert a file written by an older captionlib into the formats that load without
     running code: a model file or checkpoint (``latest.pth``: numpy's RNG state becomes plain
     values, see :func:`captionlib.train.trainer.numpy_rng_state`), a packed model (its
@@ -536,16 +535,20 @@ def convert_legacy_file(path: PathLike, output: PathLike) -> str:
     CIDEr-D document-frequency file (to ``.npz``). ``output`` is written atomically (it may be
     ``path``).
 
-    The old file is UNPICKLED, which runs any code it holds: only for files you made yourself.
+    The old file is UNPICKLED, which runs any code it holds: only for files you made yourself,
+    and only with ``trust_pickle=True`` (``caption_convert_model --trust_pickle true``).
 
     Returns:
         What was converted: ``"packed model"``, ``"document frequencies"`` or ``"torch file"``.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: naming ``path``: not one of those files, or one holding other types than
-            those this converter knows.
+        ValueError: ``trust_pickle`` not set; or naming ``path``: not one of those files, or one
+            holding other types than those this converter knows.
     """
+    if not trust_pickle:
+        raise ValueError(f"{path}: converting unpickles the old file, which runs any code it holds: pass "
+                         "trust_pickle=True, only for files you made yourself")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
@@ -557,14 +560,18 @@ def convert_legacy_file(path: PathLike, output: PathLike) -> str:
         manifest, members = read_packed(path)
         members[MODEL] = _safe_torch_bytes(members[MODEL], f"{path} (member {MODEL})")
         if LEGACY_CIDER_DF in members:
-            members[CIDER_DF] = _df_pickle_to_npz(members.pop(LEGACY_CIDER_DF), f"{path} (member {LEGACY_CIDER_DF})")
+            name = f"{path} (member {LEGACY_CIDER_DF})"
+            members[CIDER_DF] = _legacy_df_npz(members.pop(LEGACY_CIDER_DF), name)
+            if members[CIDER_DF] is None:
+                raise ValueError(f"{name}: not a captionlib CIDEr-D document-frequency file")
         write_packed(output, manifest, members)
         return "packed model"
     data = path.read_bytes()
+    npz = None if data[:4] == ZIP_MAGIC else _legacy_df_npz(data, str(path))
     if "format.npy" in names:  # already an .npz document-frequency file: checked and copied
         data, kind = _cider_df_npz(path), "document frequencies"
-    elif data[:4] != ZIP_MAGIC and _is_df_pickle(data):
-        data, kind = _df_pickle_to_npz(data, str(path)), "document frequencies"
+    elif npz is not None:
+        data, kind = npz, "document frequencies"
     else:
         data, kind = _safe_torch_bytes(data, str(path)), "torch file"
     with atomic_open(output) as f:
@@ -572,31 +579,26 @@ def convert_legacy_file(path: PathLike, output: PathLike) -> str:
     return kind
 
 
-def _is_df_pickle(data: bytes) -> bool:
-    """Whether ``data`` is the pickle of an older document-frequency file (unpickled: trusted)."""
-    from captionlib.metrics.cider_d import _DF_FORMAT
+def _legacy_df_npz(data: bytes, name: str) -> Optional[bytes]:
+    """The ``.npz`` bytes of the pickled document-frequency file of an older version, or
+    ``None`` when ``data`` is no such pickle. ``data`` is unpickled once (trusted: see
+    :func:`convert_legacy_file`).
+
+    Raises:
+        ValueError: naming ``name``: a document-frequency pickle of another version.
+    """
+    from captionlib.metrics.cider_d import _DF_FORMAT, DocumentFrequency
 
     try:
         obj = pickle.loads(data)
     except Exception:  # a torch file of the legacy (non-zip) format, or no pickle at all
-        return False
-    return isinstance(obj, dict) and obj.get("format") == _DF_FORMAT
-
-
-def _df_pickle_to_npz(data: bytes, name: str) -> bytes:
-    """The ``.npz`` bytes of a pickled document-frequency file (unpickled: trusted).
-
-    Raises:
-        ValueError: naming ``name``: not a document-frequency file.
-    """
-    from captionlib.metrics.cider_d import DocumentFrequency
-
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "cider_df.pkl").write_bytes(data)
-        try:
-            df = DocumentFrequency.load(str(Path(tmp) / "cider_df.pkl"), trust_pickle=True)
-        except ValueError as e:
-            raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
+        return None
+    if not (isinstance(obj, dict) and obj.get("format") == _DF_FORMAT):
+        return None
+    try:
+        df = DocumentFrequency.from_dict(obj)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{name}: not a captionlib CIDEr-D document-frequency file ({e})") from None
     buf = io.BytesIO()
     df.save(buf)
     return buf.getvalue()

@@ -4,19 +4,22 @@
 up front (naming the option and its range) instead of decoding greedily, writing empty
 captions or failing deep inside with ``range() arg 3 must not be zero``.
 
-Imports nothing heavy: the binaries call it before anything is loaded.
+Imports nothing heavy (no torch): the binaries call it before anything is loaded.
 """
 
 import math
 from typing import Optional
 
-# option: (lowest allowed value, what it means), for the integer options
-_INT_RANGES = {
-    "beam_size": (1, "1: greedy search"),
-    "batch_size": (1, "clips decoded together"),
-    "max_len": (1, "tokens, eos included"),
-    "nbest": (0, "0: no n-best list"),
-    "num_diversity_samples": (0, "0: no samples"),
+from captionlib.utils.cli import in_range
+
+# option: (allowed range, as the training options write it: see captionlib.utils.cli.in_range; what it means)
+_RANGES = {
+    "beam_size": (">= 1", "1: greedy search"),
+    "batch_size": (">= 1", "clips decoded together"),
+    "max_len": (">= 1", "tokens, eos included"),
+    "nbest": (">= 0", "0: no n-best list"),
+    "num_diversity_samples": (">= 0", "0: no samples"),
+    "sample_temperature": ("> 0", "1: the model's distribution"),
 }
 
 
@@ -40,12 +43,10 @@ def check_decode_options(
             search), got 0``.
     """
     given = dict(beam_size=beam_size, batch_size=batch_size, max_len=max_len, nbest=nbest,
-                 num_diversity_samples=num_diversity_samples)
+                 num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature)
     for key, value in given.items():
-        low, meaning = _INT_RANGES[key]
-        if value is not None and int(value) < low:
-            raise ValueError(f"{key} must be >= {low} ({meaning}), got {value}")
+        valid, meaning = _RANGES[key]
+        if value is not None and not (math.isfinite(value) and in_range(value, valid)):
+            raise ValueError(f"{key} must be {valid} ({meaning}), got {value}")
     if length_penalty is not None and not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
-    if sample_temperature is not None and not (math.isfinite(sample_temperature) and sample_temperature > 0):
-        raise ValueError(f"sample_temperature must be > 0 (1: the model's distribution), got {sample_temperature}")

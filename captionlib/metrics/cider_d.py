@@ -35,7 +35,7 @@ import logging
 import math
 import os
 import pickle
-from typing import BinaryIO, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -175,6 +175,21 @@ class DocumentFrequency:
         )
 
     @classmethod
+    def from_dict(cls, obj: Any) -> "DocumentFrequency":
+        """Build from the mapping :meth:`save` writes (``format``, ``version``, ``n``,
+        ``num_docs``, ``words``, ``keys``, ``counts``), as read from the ``.npz`` or from the
+        pickle of an older version.
+
+        Raises:
+            ValueError: not that format or version. KeyError: a key missing.
+        """
+        if not isinstance(obj, dict) or obj.get("format") != _DF_FORMAT:
+            raise ValueError("no captionlib.cider_df format key")
+        if obj.get("version") != _DF_VERSION:
+            raise ValueError(f"unsupported version {obj.get('version')}")
+        return cls(obj["n"], obj["num_docs"], obj["words"], obj["keys"], obj["counts"])
+
+    @classmethod
     def load(cls, path: str, trust_pickle: bool = False) -> "DocumentFrequency":
         """Read a file written by :meth:`save` (``.npz``, read with ``allow_pickle=False``).
 
@@ -209,11 +224,7 @@ class DocumentFrequency:
             else:
                 with open(path, "rb") as f:
                     obj = pickle.load(f)
-            if not isinstance(obj, dict) or obj.get("format") != _DF_FORMAT:
-                raise ValueError("no captionlib.cider_df format key")
-            if obj.get("version") != _DF_VERSION:
-                raise ValueError(f"unsupported version {obj.get('version')}")
-            return cls(obj["n"], obj["num_docs"], obj["words"], obj["keys"], obj["counts"])
+            return cls.from_dict(obj)
         except (ValueError, TypeError, OSError, EOFError, KeyError, pickle.UnpicklingError) as e:
             raise ValueError(f"{path}: not a captionlib CIDEr-D document-frequency file "
                              f"({type(e).__name__}: {e})") from None

@@ -126,3 +126,12 @@ def test_a_file_with_types_of_no_safe_form_is_refused(tmp_path, capsys):
     assert e.value.code == 1
     assert "odd.pth: holds datetime.date, which this converter has no safe form for" in capsys.readouterr().err
     assert not (tmp_path / "o.pth").exists()
+
+
+def test_the_library_converter_also_needs_trust_pickle(tmp_path):
+    """convert_legacy_file unpickles: a library caller must ask for it too, before any read."""
+    from captionlib.pretrained import convert_legacy_file
+
+    with pytest.raises(ValueError, match="trust_pickle=True, only for files you made yourself"):
+        convert_legacy_file(tmp_path / "nope.pkl", tmp_path / "out.npz")
+    assert not (tmp_path / "out.npz").exists()
