@@ -16,7 +16,7 @@ Usage:
 from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
-from captionlib.utils.cli import get_base_parser, int_or_none, parse_args, str2bool
+from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
@@ -31,6 +31,13 @@ def get_parser():
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
     parser.add_argument("--hop_length_s", type=float, default=0.02, help="frame shift in seconds")
+    parser.add_argument("--fmin", type=float, default=0.0, help="lowest mel filter edge in Hz")
+    parser.add_argument("--fmax", type=float_or_none, default=None,
+                        help="highest mel filter edge in Hz (null: Nyquist)")
+    parser.add_argument("--log", default="ln", choices=("ln", "db"),
+                        help="ln: natural log of the mel energies; db: 10 * log10 (PANNs)")
+    parser.add_argument("--pad_mode", default="constant", choices=("constant", "reflect"),
+                        help="padding of the centred STFT frames: zeros, or reflection (librosa, PANNs)")
     parser.add_argument(
         "--fs", type=int_or_none, default=None,
         help="resample to this rate (Hz); null: keep each file's rate (mixed rates are warned about)",

@@ -71,7 +71,7 @@ DECODE_CONFIG = "decode_config.yaml"
 # Decoding options of a packed model, with caption_decode's defaults.
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
 # Options of captionlib.audio.features.LogMel in a feature config.
-LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "dtype")
+LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "dtype", "log", "pad_mode")
 POOL_BATCHES = 8  # batches of features computed (and sorted by length) at a time
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive (npz, torch files, packed models)
 

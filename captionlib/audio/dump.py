@@ -3,7 +3,7 @@
 import logging
 import os
 from collections import Counter
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -30,6 +30,7 @@ def dump_feats(
     num_threads: int = 1,
     dtype: str = "float32",
     strict: bool = False,
+    **logmel_options: Any,
 ) -> Dict[str, int]:
     """Extract features for every clip of ``wav_scp`` into one ark or h5 file.
 
@@ -60,12 +61,13 @@ def dump_feats(
             (see :mod:`captionlib.audio.features`); the stored features are float32 either way.
         strict: an audio file shorter than its header says is an error (default: a logged
             warning naming it; see :func:`captionlib.audio.io.check_truncation`).
+        logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode`` of :class:`~captionlib.audio.features.LogMel`.
 
     Returns:
         ``{clip_id: frames}``.
 
     Raises:
-        ValueError: unknown ``feats_type``/``filetype``/``dtype``, malformed ``wav_scp``, or a clip
+        ValueError: unknown ``feats_type``/``filetype``/``dtype``/``log``/``pad_mode``, malformed ``wav_scp``, or a clip
             whose audio is unreadable/empty (message names the wav.scp line, the
             clip id and the audio path).
         FileNotFoundError: a missing audio file (same naming).
@@ -74,9 +76,8 @@ def dump_feats(
         torch.set_num_threads(num_threads)
     if feats_type not in FEATS_TYPES:
         raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
-    extractor = LogMel(
-        n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s, dtype=dtype
-    )
+    extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s,
+                       dtype=dtype, **logmel_options)
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
     logging.info(

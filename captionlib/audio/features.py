@@ -16,6 +16,14 @@ units (8e-5 x (1 + |value|); in bands > 100 dB below the frame's peak), by < 5e-
 in Frobenius norm per clip, and the global mean/std by ~1e-7 relative.
 ``dtype="float64"`` matches ``librosa`` (which computes its FFT in float64) to ~2e-6.
 
+Two options give other front ends; their defaults are the seed's and leave the features
+unchanged: ``log="db"`` takes ``10 * log10(max(mel, floor))`` instead of the natural log,
+and ``pad_mode="reflect"`` pads the signal by reflection instead of zeros for the centred
+frames. With ``fs: 32000``, a 1024-point window and FFT, a 320-sample hop, 64 bands from
+50 to 14,000 Hz, ``log: db`` and ``pad_mode: reflect`` this is the front end of PANNs (Kong
+et al. 2020; torchlibrosa's ``Spectrogram`` + ``LogmelFilterBank`` with ``ref=1.0``,
+``amin=1e-10``, ``top_db=None``): ``egs/clotho/conf/feats_panns.yaml``.
+
 Reference: X. Xu, H. Dinkel, M. Wu, K. Yu, "A CRNN-GRU based reinforcement
 learning approach to audio captioning", DCASE 2020 workshop (seed 000).
 """
@@ -27,6 +35,8 @@ import numpy as np
 import torch
 
 DTYPES = ("float32", "float64")
+LOGS = ("ln", "db")
+PAD_MODES = ("constant", "reflect")
 
 
 class LogMel:
@@ -42,9 +52,14 @@ class LogMel:
         floor: mel energies are clamped to at least this before ``log``.
         dtype: ``"float32"`` (fast) or ``"float64"`` (reference) for the STFT, power,
             mel projection and log; see the module docstring for the differences.
+        log: ``"ln"`` (natural log, the seed's) or ``"db"`` (``10 * log10``, decibels of
+            power with reference 1, as ``librosa.power_to_db(ref=1.0, amin=floor, top_db=None)``).
+        pad_mode: padding of ``n_fft // 2`` samples at both ends for the centred frames:
+            ``"constant"`` (zeros, the seed's) or ``"reflect"`` (``librosa.stft``'s and
+            torchlibrosa's ``pad_mode="reflect"``; needs a wave longer than ``n_fft // 2``).
 
     Raises:
-        ValueError: a non-positive size/length/floor or an unknown ``dtype``.
+        ValueError: a non-positive size/length/floor or an unknown ``dtype``/``log``/``pad_mode``.
 
     Example:
         >>> feat = LogMel(n_mels=64)(wave, 44100)   # (frames, 64) float32
@@ -60,11 +75,15 @@ class LogMel:
         fmax: Optional[float] = None,
         floor: float = 1e-10,
         dtype: str = "float32",
+        log: str = "ln",
+        pad_mode: str = "constant",
     ) -> None:
         if n_mels <= 0 or n_fft <= 0 or win_length_s <= 0 or hop_length_s <= 0 or floor <= 0:
             raise ValueError("n_mels, n_fft, win_length_s, hop_length_s and floor must be positive")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if log not in LOGS or pad_mode not in PAD_MODES:
+            raise ValueError(f"log must be one of {LOGS} and pad_mode one of {PAD_MODES}, got {log!r}, {pad_mode!r}")
         self.n_mels = n_mels
         self.n_fft = n_fft
         self.win_length_s = win_length_s
@@ -73,6 +92,8 @@ class LogMel:
         self.fmax = fmax
         self.floor = floor
         self.dtype = dtype
+        self.log = log
+        self.pad_mode = pad_mode
         self._mel: Dict[int, np.ndarray] = {}
 
     def frame_params(self, fs: int) -> Tuple[int, int]:
@@ -115,7 +136,8 @@ class LogMel:
             float32 array ``(frames, n_mels)`` with ``frames = 1 + samples // hop``.
 
         Raises:
-            ValueError: empty or non-1-D ``wave``, or window longer than ``n_fft``.
+            ValueError: empty or non-1-D ``wave``, window longer than ``n_fft``, or with
+                ``pad_mode="reflect"`` a wave of at most ``n_fft // 2`` samples.
         """
         x = np.asarray(wave)
         if x.ndim != 1:
@@ -123,6 +145,9 @@ class LogMel:
         if x.size == 0:
             raise ValueError("empty wave (0 samples)")
         win, hop = self.frame_params(fs)
+        if self.pad_mode == "reflect" and x.size <= self.n_fft // 2:
+            raise ValueError(f"a wave of {x.size} samples is too short for pad_mode reflect "
+                             f"(needs more than n_fft // 2 = {self.n_fft // 2})")
         xt = torch.from_numpy(np.ascontiguousarray(x, dtype=self.dtype))
         spec = torch.stft(
             xt,
@@ -131,12 +156,14 @@ class LogMel:
             win_length=win,
             window=torch.hann_window(win, periodic=True, dtype=xt.dtype),
             center=True,
-            pad_mode="constant",
+            pad_mode=self.pad_mode,
             return_complex=True,
         ).T  # (frames, n_fft // 2 + 1), contiguous (torch.stft returns a transposed view)
         power = spec.real.square() + spec.imag.square()
         mel = power @ torch.from_numpy(self.mel_filters(fs)).T  # (frames, n_mels)
-        return mel.clamp_(min=self.floor).log_().numpy().astype(np.float32, copy=False)
+        mel = mel.clamp_(min=self.floor)
+        mel = mel.log_() if self.log == "ln" else mel.log10_().mul_(10.0)
+        return mel.numpy().astype(np.float32, copy=False)
 
 
 def logmel(

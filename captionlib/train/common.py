@@ -268,11 +268,16 @@ def fit(
     extra_params: Sequence[torch.nn.Parameter] = (),
     extra_lr: Optional[float] = None,
     inputs: Optional[Dict[str, str]] = None,
+    epoch_start: Optional[Callable[[int], None]] = None,
+    encoder_lr_factor: float = 1.0,
 ) -> List[Dict[str, float]]:
     """The end of every training entry point: the optimizer (``opts.optim``) over the
     model's trainable parameters and ``extra_params``, its learning-rate schedule
     (``opts.scheduler``, over ``max_epoch`` epochs of optimizer steps), the epoch loader of
-    ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop.
+    ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop. The optimizer
+    holds the parameters trainable when it is built, so a module that ``epoch_start``
+    freezes for the first epochs is in it from the start (Adam and AdamW skip parameters
+    without a gradient, and start their moments when the module is unfrozen).
 
     Args:
         opts: the training options (batching, optimisation, output dir, epochs).
@@ -286,6 +291,10 @@ def fit(
             and their learning rate.
         inputs: the fingerprints of what the run is trained from (:func:`run_inputs`);
             resuming with other inputs is refused.
+        epoch_start: called with each epoch number before it is trained (see
+            :class:`~captionlib.train.trainer.Trainer`; XE freezes the encoder with it).
+        encoder_lr_factor: the learning rate of ``model.encoder``'s parameters over ``opts.lr``
+            (see :func:`~captionlib.train.schedule.param_groups`).
 
     Returns:
         The per-epoch history (see :meth:`Trainer.run`).
@@ -293,7 +302,7 @@ def fit(
     Raises:
         ValueError: bad optimizer or schedule options (see :mod:`captionlib.train.schedule`).
     """
-    optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr))
+    optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr, encoder_lr_factor))
     loader = epoch_loader(train_set, collate, opts)
     scheduler = None
     if opts.scheduler != "none":
@@ -303,4 +312,4 @@ def fit(
     info = dict(model_file_info)
     return Trainer(model, optimizer, objective, loader, validate, opts, info.pop("model_conf"), info.pop("token_list"),
                    best_criteria=criteria, device=device, extra_file_info=info, scheduler=scheduler,
-                   inputs=inputs).run()
+                   inputs=inputs, epoch_start=epoch_start).run()

@@ -113,15 +113,24 @@ class XEOptions(TrainOptions):
                                     OPTIM, valid="[0, 1)")
     mixup_alpha: float = option(
         0.0, "mixup as CoNeTTE: features and previous-word embeddings mixed with another item of the batch with a "
-             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4)", OPTIM, valid=">= 0")
+             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4); xe_unit clip: clips mixed, "
+             "each caption with a caption of the partner clip", OPTIM, valid=">= 0")
     xe_unit: str = option("caption", "caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                                      "cross-entropy averaged over all its captions", DATA, UNITS)
     # the registry of captionlib.models.captioner (ENCODERS, DECODERS), spelled here so that
     # --help imports no torch; tests/captionlib/models/test_registry.py checks that they agree
     encoder: str = option("crnn", "crnn: seed 000's audio CRNN; linear: per-frame/region projection (Show-and-Tell, "
-                                  "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004)", MODEL,
-                          ("crnn", "linear", "rnn"))
-    encoder_conf: Dict[str, Any] = option({}, "encoder options (YAML mapping)", MODEL)
+                                  "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004); cnn14 / cnn10: "
+                                  "PANNs CNN14 / CNN10 (Kong et al. 2020) on feats_panns.yaml features", MODEL,
+                          ("crnn", "linear", "rnn", "cnn14", "cnn10"))
+    encoder_conf: Dict[str, Any] = option(
+        {}, "encoder options (YAML mapping), and three keys the trainer reads (kept out of the model files): "
+            "pretrained: a published checkpoint loaded strictly into the encoder (cnn14, cnn10: PANNs' "
+            "Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, https://zenodo.org/record/3987831, downloaded by you; its "
+            "front end is checked against <train_data_dir>/feats_config.yaml; the feature normalisation is then the "
+            "identity and feats_stats unused); freeze: true (for good), N (the first N epochs) or false (default): "
+            "the encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr "
+            "(default 1)", MODEL)
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
                                  "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001); "
                                  "transformer: Transformer decoder over the encoder's frame outputs (Vaswani et al. "

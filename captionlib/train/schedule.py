@@ -74,12 +74,26 @@ def no_decay(param: nn.Parameter, embeddings: set) -> bool:
 
 
 def param_groups(opts: TrainOptions, model: nn.Module, extra: Optional[List[nn.Parameter]] = None,
-                 extra_lr: Optional[float] = None) -> List[Dict[str, Any]]:
+                 extra_lr: Optional[float] = None, encoder_lr_factor: float = 1.0) -> List[Dict[str, Any]]:
     """Optimizer parameter groups of the trainable parameters of ``model`` (learning rate
     ``opts.lr``) and of ``extra`` (an RL objective's own networks, learning rate
     ``extra_lr``). With ``optim: adamw`` and a weight decay, each is split into decayed and
     exempt parameters (:func:`no_decay`); with Adam every parameter gets ``weight_decay``
-    (L2, as before AdamW existed)."""
+    (L2, as before AdamW existed).
+
+    With ``encoder_lr_factor`` other than 1 (XE's ``encoder_conf.lr_factor``), the
+    parameters of ``model.encoder`` get groups of their own, after the others', with
+    learning rate ``opts.lr * encoder_lr_factor`` (and the same weight-decay split): a
+    scheduler scales every group's initial learning rate by its factor
+    (``LambdaLR``), so the ratio holds at every step. The first group is then the rest of
+    the model's, whose learning rate the trainer logs.
+
+    Raises:
+        ValueError: ``encoder_lr_factor`` not a number > 0.
+    """
+    if not 0 < encoder_lr_factor < math.inf:
+        raise ValueError(f"the encoder's learning-rate factor must be > 0, got {encoder_lr_factor}")
+
     def split(params, lr):
         base = {} if lr is None else {"lr": lr}
         params = [p for p in params if p.requires_grad]
@@ -90,7 +104,12 @@ def param_groups(opts: TrainOptions, model: nn.Module, extra: Optional[List[nn.P
         return [g for g in (dict(base, params=decayed), dict(base, params=exempt, weight_decay=0.0)) if g["params"]]
 
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    return split(model.parameters(), None) + split(extra or [], extra_lr)
+    extra_groups = split(extra or [], extra_lr)
+    if encoder_lr_factor == 1.0:
+        return split(model.parameters(), None) + extra_groups
+    encoder = {id(p) for p in model.encoder.parameters()}
+    rest = [p for p in model.parameters() if id(p) not in encoder]
+    return split(rest, None) + split(model.encoder.parameters(), opts.lr * encoder_lr_factor) + extra_groups
 
 
 def make_optimizer(opts: TrainOptions, groups: List[Dict[str, Any]]) -> torch.optim.Optimizer:

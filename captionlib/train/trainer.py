@@ -115,6 +115,11 @@ class Trainer:
             :func:`captionlib.train.common.fingerprint`: the token list, the training text and
             features, the model config, ...), saved in ``latest.pth``; resuming a run whose
             inputs changed since is refused, naming them.
+        epoch_start: ``epoch_start(epoch)`` is called on every rank before each training
+            epoch (1-based), before the model is put in training mode, e.g. to freeze or
+            unfreeze a module by epoch (XE's ``encoder_conf.freeze``). What it sets must
+            depend on the epoch number alone: a resumed run calls it for its first epoch
+            and so is in the state of an uninterrupted one.
 
     Raises:
         ValueError: ``max_epoch`` or ``accum_grad`` below 1 (nothing would be trained, and
@@ -136,6 +141,7 @@ class Trainer:
         extra_file_info: Optional[Dict[str, Any]] = None,
         scheduler: Optional[torch.optim.lr_scheduler.LRScheduler] = None,
         inputs: Optional[Dict[str, str]] = None,
+        epoch_start: Optional[Callable[[int], None]] = None,
     ):
         for key in ("max_epoch", "accum_grad"):
             if getattr(opts, key) < 1:
@@ -159,6 +165,7 @@ class Trainer:
         self.inputs = dict(inputs or {})
         self.log_interval, self.device = opts.log_interval, device
         self.extra_file_info = extra_file_info or {}
+        self.epoch_start = epoch_start
         self.history: List[Dict[str, float]] = []
 
     # ---------------------------------------------------------------- state
@@ -374,6 +381,8 @@ class Trainer:
             FloatingPointError: a non-finite loss (naming the epoch and step).
             RuntimeError: the loader yielded no batch.
         """
+        if self.epoch_start is not None:
+            self.epoch_start(epoch)
         self._train_mode(True)
         sums: Dict[str, float] = {}
         counts: Dict[str, int] = {}

@@ -1,10 +1,14 @@
 """Cross-entropy (teacher forcing) training, seed 000 sec. 3.4 ("XE training")."""
 
 import logging
-from typing import Any, Dict, Tuple
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
+import yaml
 
 from captionlib.data.datasets import (
     AudioRefsDataset,
@@ -13,12 +17,14 @@ from captionlib.data.datasets import (
     collate_captions,
     collate_clip_captions,
 )
+from captionlib.models import panns
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.io.datadir import feats_dim
 from captionlib.train.common import (
     best_criteria,
     clip_validation,
+    fingerprint,
     fit,
     load_feats_stats,
     log_model,
@@ -30,6 +36,134 @@ from captionlib.train.trainer import set_seed
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import load_checkpoint
+
+
+#: Loaders of published encoder checkpoints, by encoder name: ``loader(encoder, path,
+#: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
+#: end against the features config the training data was dumped with.
+PRETRAINED_LOADERS: Dict[str, Callable[[torch.nn.Module, str, Dict[str, Any]], None]] = {
+    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained}
+#: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
+FEATS_CONFIG = "feats_config.yaml"
+
+
+@dataclass(frozen=True)
+class EncoderTraining:
+    """How XE trains the encoder: the ``encoder_conf`` keys the trainer reads (see
+    :func:`split_encoder_conf`), which are no encoder options and stay out of the model files.
+
+    Attributes:
+        pretrained: checkpoint loaded into the encoder before training, or ``None``.
+        frozen_epochs: epochs 1 .. ``frozen_epochs`` train with the encoder frozen (0: none,
+            ``math.inf``: all).
+        lr_factor: the encoder's learning rate over ``lr``.
+    """
+
+    pretrained: Optional[str] = None
+    frozen_epochs: float = 0
+    lr_factor: float = 1.0
+
+    def frozen(self, epoch: int) -> bool:
+        """Whether the encoder is frozen in ``epoch`` (1-based)."""
+        return epoch <= self.frozen_epochs
+
+
+def split_encoder_conf(encoder_conf: Optional[Dict[str, Any]]) -> Tuple[Dict[str, Any], EncoderTraining]:
+    """Split ``encoder_conf`` into the encoder's own options and the trainer's keys:
+
+    - ``pretrained``: a checkpoint path (see :func:`load_pretrained_encoder`);
+    - ``freeze``: ``true`` (for good), an int N >= 1 (the first N epochs), ``false`` or 0
+      (never; the default);
+    - ``lr_factor``: a number > 0 (default 1), the encoder's learning rate over ``lr``.
+
+    Returns:
+        (the encoder's keyword arguments, :class:`EncoderTraining`).
+
+    Raises:
+        ValueError: a bad value, naming the key (``encoder_conf.freeze``, ...).
+    """
+    conf = dict(encoder_conf or {})
+    pretrained, freeze, factor = conf.pop("pretrained", None), conf.pop("freeze", False), conf.pop("lr_factor", 1.0)
+    if pretrained is not None and (not isinstance(pretrained, str) or not pretrained):
+        raise ValueError(f"encoder_conf.pretrained must be the path of a checkpoint, got {pretrained!r}")
+    if isinstance(freeze, bool):
+        epochs = math.inf if freeze else 0
+    elif isinstance(freeze, int) and freeze >= 0:
+        epochs = freeze
+    else:
+        raise ValueError(f"encoder_conf.freeze must be true (for good), false or 0 (never) or a number of epochs "
+                         f">= 1, got {freeze!r}")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+        raise ValueError(f"encoder_conf.lr_factor must be a number > 0, got {factor!r}")
+    return conf, EncoderTraining(pretrained, epochs, float(factor))
+
+
+def read_feats_config(data_dir: str) -> Dict[str, Any]:
+    """The features config a dump dir was made with: ``<data_dir>/feats_config.yaml``, the
+    resolved options of the feature binary, written by stage 2 (``scripts/dump_feats.sh``).
+
+    Raises:
+        FileNotFoundError: no such file (a dump dir of an older captionlib: re-run stage 2,
+            which writes it without redoing an unchanged dump).
+        ValueError: the file is not a YAML mapping.
+    """
+    path = Path(data_dir) / FEATS_CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: encoder_conf.pretrained checks the checkpoint's front end against the features "
+            f"config the dump dir was made with, which stage 2 (scripts/dump_feats.sh) writes there; re-run stage 2 "
+            f"for {data_dir}")
+    conf = yaml.safe_load(path.read_text())
+    if not isinstance(conf, dict):
+        raise ValueError(f"{path}: not a mapping of feature options")
+    return conf
+
+
+def check_pretrained_loader(encoder: str) -> None:
+    """Raise ValueError unless ``encoder`` has a loader in :data:`PRETRAINED_LOADERS`, listing those that do."""
+    if encoder not in PRETRAINED_LOADERS:
+        raise ValueError(f"encoder_conf.pretrained: encoder {encoder!r} has no checkpoint loader; encoders with one: "
+                         f"{', '.join(sorted(PRETRAINED_LOADERS))}")
+
+
+def load_pretrained_encoder(model, encoder: str, path: str, data_dir: str) -> None:
+    """Load a published checkpoint into ``model.encoder`` with the loader of ``encoder``
+    (:data:`PRETRAINED_LOADERS`), strictly, checking its front end against
+    ``<data_dir>/feats_config.yaml`` (:func:`read_feats_config`).
+
+    Raises:
+        ValueError: ``encoder`` has no loader (listing those that have one); the loader's
+            errors (a :class:`~captionlib.models.pretrained_load.CheckpointMismatchError`
+            naming the keys, a front-end mismatch, an unsafe file).
+        FileNotFoundError: no checkpoint (saying where to download it) or no features config.
+    """
+    check_pretrained_loader(encoder)
+    PRETRAINED_LOADERS[encoder](model.encoder, path, read_feats_config(data_dir))
+    logging.info("encoder (%s) initialised from %s", encoder, path)
+
+
+def encoder_freezer(model, training: EncoderTraining) -> Optional[Callable[[int], None]]:
+    """The trainer's ``epoch_start`` that freezes ``model.encoder`` in the epochs
+    ``training.frozen`` says, and unfreezes it after; ``None`` when it is never frozen.
+
+    Frozen: the encoder's parameters get no gradient (``requires_grad`` off) and
+    ``model.freeze_encoder`` keeps the encoder in eval mode, so its BatchNorm running
+    statistics and dropout are fixed too. Set from the epoch number alone, so a run resumed
+    in the middle is in the state of an uninterrupted one.
+    """
+    if training.frozen_epochs == 0:
+        return None
+
+    def set_epoch(epoch: int) -> None:
+        frozen = training.frozen(epoch)
+        if frozen != model.freeze_encoder:
+            logging.info("epoch %d: encoder %s", epoch, "frozen (weights and BatchNorm statistics)" if frozen
+                         else "unfrozen")
+        for param in model.encoder.parameters():
+            param.requires_grad_(not frozen)
+        model.freeze_encoder = frozen
+
+    return set_epoch
 
 
 def load_embedding(model, path: str, freeze: bool = False) -> None:
@@ -83,6 +217,32 @@ def mix_features(model, feats: torch.Tensor, lens: torch.Tensor, lam: float,
     return lam * x + (1.0 - lam) * x[perm], torch.maximum(lens, lens[perm])
 
 
+def caption_partners(caption2clip: torch.Tensor, clip_perm: torch.Tensor) -> torch.Tensor:
+    """The mixup partner of each caption of a ``collate_clip_captions`` batch whose clips are
+    mixed with ``clip_perm``: the k-th caption of clip i is mixed with caption
+    ``k mod n_j`` of clip ``j = clip_perm[i]`` (``n_j``: the captions of clip j).
+
+    Args:
+        caption2clip: (captions,) each caption's clip, in clip order (as collated).
+        clip_perm: (clips,) each clip's partner clip.
+
+    Returns:
+        (captions,) the partner caption of each caption.
+    """
+    counts = torch.bincount(caption2clip, minlength=len(clip_perm))
+    starts = counts.cumsum(0) - counts
+    k = torch.arange(len(caption2clip), device=caption2clip.device) - starts[caption2clip]
+    partner = clip_perm.to(caption2clip.device)[caption2clip]
+    return starts[partner] + k % counts[partner]
+
+
+def _mixed_previous_words(model, lam: float, perm: torch.Tensor):
+    """A forward hook on ``decoder.embed`` that mixes each row's word embeddings with those of
+    row ``perm`` (weight ``lam``); remove it after the forward pass."""
+    return model.decoder.embed.register_forward_hook(
+        lambda module, inputs, out: lam * out + (1.0 - lam) * out[perm.to(out.device)])
+
+
 class XEObjective:
     """Teacher-forced cross-entropy ``(model, batch) -> (loss, stats)`` of a
     ``collate_captions`` batch, or of a ``collate_clip_captions`` batch (one encoder pass per
@@ -97,14 +257,16 @@ class XEObjective:
             (:func:`mix_features`) and the embeddings of its previous words (every decoder
             embeds them with ``decoder.embed``) are mixed with those of another item of the
             batch, weight ``lam >= 0.5`` (:func:`mixup_draw`), while the targets stay the
-            caption's own. Captions only (``xe_unit: caption``).
+            caption's own. With ``xe_unit: clip`` the clips are mixed (one draw per batch of
+            clips) and each caption with its partner in the partner clip
+            (:func:`caption_partners`): the same mix as of (clip, caption) items, with one
+            encoder pass per mixed clip.
 
     With mixup the draws depend on each rank's batch block, so under ``torchrun`` the ranks
     mix within their blocks and train data-parallel without equalling one process.
 
     Raises:
-        ValueError: ``label_smoothing`` outside [0, 1) or a negative ``mixup_alpha``; at
-            call time, mixup of a ``collate_clip_captions`` batch.
+        ValueError: ``label_smoothing`` outside [0, 1) or a negative ``mixup_alpha``.
     """
 
     def __init__(self, label_smoothing: float, mixup_alpha: float):
@@ -118,21 +280,21 @@ class XEObjective:
     def __call__(self, model, batch):
         dev = next(model.parameters()).device
         feats, lens, ys, ys_lens = (t.to(dev) for t in batch[:4])
-        if len(batch) == 5:
-            if self.mixup_alpha > 0:
-                raise ValueError("mixup mixes captions: use xe_unit caption")
-            logits = model.decoder.forward_teacher(model.encode(feats, lens)[batch[4].to(dev)], ys)
-        elif self.mixup_alpha > 0 and len(ys) > 1:
-            lam, perm = mixup_draw(len(ys), self.mixup_alpha)
+        caption2clip = batch[4].to(dev) if len(batch) == 5 else None
+        hook = None
+        if self.mixup_alpha > 0 and len(feats) > 1:
+            lam, perm = mixup_draw(len(feats), self.mixup_alpha)
             feats, lens = mix_features(model, feats, lens, lam, perm)
-            hook = model.decoder.embed.register_forward_hook(
-                lambda module, inputs, out: lam * out + (1.0 - lam) * out[perm.to(out.device)])
-            try:
+            hook = _mixed_previous_words(model, lam, perm if caption2clip is None
+                                         else caption_partners(caption2clip, perm))
+        try:
+            if caption2clip is None:
                 logits = model(feats, lens, ys)
-            finally:
+            else:
+                logits = model.decoder.forward_teacher(model.encode(feats, lens)[caption2clip], ys)
+        finally:
+            if hook is not None:
                 hook.remove()
-        else:
-            logits = model(feats, lens, ys)
         targets = xe_targets(ys, ys_lens, model.eos_id)
         loss = xe_loss(logits, targets, self.label_smoothing)
         with torch.no_grad():
@@ -150,15 +312,30 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
     ``*_conf``, SpecAugment), then set its feature normalisation (``feats_stats``), load
     ``init_param`` and the word vectors of ``init_embedding``; returns (model, model_conf).
 
+    The trainer's keys of ``encoder_conf`` (:func:`split_encoder_conf`) are left out of
+    ``model_conf``, so the model files never need the checkpoint. With
+    ``encoder_conf.pretrained`` the encoder is loaded from it (:func:`load_pretrained_encoder`)
+    and the captioner's feature normalisation stays the identity (mean 0, std 1;
+    ``feats_stats`` is not used, one log line says so): a pretrained encoder takes the raw
+    features of its authors' front end and normalises them itself (PANNs' ``bn0`` per mel bin).
+
     Raises:
-        FileNotFoundError: the train dump dir has no ``feats_dim``.
-        ValueError: bad model options, or word vectors of another shape.
+        FileNotFoundError: the train dump dir has no ``feats_dim`` (or, with ``pretrained``,
+            no ``feats_config.yaml``), or no checkpoint file.
+        ValueError: bad model options (``encoder_conf.freeze`` ... named), ``pretrained`` with
+            an encoder that has no loader or with ``init_param``, a checkpoint that does not
+            match, or word vectors of another shape.
     """
+    encoder_conf, training = split_encoder_conf(opts.encoder_conf)
+    if training.pretrained:
+        check_pretrained_loader(opts.encoder)
+        if opts.init_param:
+            raise ValueError("encoder_conf.pretrained and init_param both initialise the encoder: give one of them")
     model_conf = {
         "vocab_size": tokenizer.vocab_size,
         "feats_dim": feats_dim(opts.train_data_dir),
         "encoder": opts.encoder,
-        "encoder_conf": opts.encoder_conf,
+        "encoder_conf": encoder_conf,
         "decoder": opts.decoder,
         "decoder_conf": opts.decoder_conf,
         "specaug_conf": opts.specaug_conf if opts.specaug else None,
@@ -167,7 +344,11 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
         model = build_model(model_conf)
     except TypeError as e:  # an unknown key of encoder_conf / decoder_conf / specaug_conf
         raise ValueError(f"encoder {opts.encoder!r} / decoder {opts.decoder!r}: {e}") from None
-    if opts.feats_stats:
+    if training.pretrained:
+        load_pretrained_encoder(model, opts.encoder, training.pretrained, opts.train_data_dir)
+        logging.info("feature normalisation: the identity, as the pretrained encoder takes its front end's raw "
+                     "features%s", f" (feats_stats {opts.feats_stats} not used)" if opts.feats_stats else "")
+    elif opts.feats_stats:
         stats = load_feats_stats(opts.feats_stats)
         model.set_normalization(stats["mean"], stats["std"])
     if opts.init_param:
@@ -202,17 +383,23 @@ def train_xe(opts: XEOptions) -> None:
             ``best_model_criterion``: ``cider_d`` (greedy CIDEr-D), ``bleu_4`` (greedy
             BLEU-4, seed 000's XE selection) or ``loss`` decides which ``keep_nbest`` epoch
             files stay; ``dry_run`` builds the model, logs it and returns.
+            ``encoder_conf`` also holds the trainer's keys (:func:`split_encoder_conf`; kept
+            in ``config.yaml``, left out of the model files): ``pretrained`` loads a
+            published checkpoint into the encoder (:func:`xe_model`: the feature
+            normalisation is then the identity), ``freeze`` keeps the encoder fixed (weights,
+            BatchNorm statistics, dropout) for good or for the first N epochs
+            (:func:`encoder_freezer`), ``lr_factor`` scales its learning rate.
 
     Best model files: ``valid.cider_d.best.pth``, ``valid.bleu_4.best.pth`` and
     ``valid.loss.best.pth``, whatever ``best_model_criterion``.
 
     Raises:
-        ValueError: an option outside its choices or range (one line naming it), or mixup
-            with ``xe_unit: clip``.
+        ValueError: an option outside its choices or range (one line naming it), or a bad
+            ``encoder_conf`` key or checkpoint (see :func:`xe_model`).
+        FileNotFoundError: a missing input (see :func:`xe_model`).
     """
     check_options(opts)
-    if opts.mixup_alpha > 0 and opts.xe_unit == "clip":
-        raise ValueError("mixup_alpha > 0 mixes captions: it needs xe_unit caption")
+    _, training = split_encoder_conf(opts.encoder_conf)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)
@@ -231,8 +418,12 @@ def train_xe(opts: XEOptions) -> None:
         AudioRefsDataset(opts.valid_data_dir), tokenizer, device, opts.batch_size, opts.max_len,
         captions=dict(ClipCaptionsDataset(opts.valid_data_dir, tokenizer).items),
     )
-    inputs = run_inputs(opts.train_data_dir, model_conf, token_list=opts.token_list, feats_stats=opts.feats_stats,
-                        init_param=opts.init_param, init_embedding=opts.init_embedding)
+    inputs = run_inputs(opts.train_data_dir, model_conf, token_list=opts.token_list,
+                        feats_stats=None if training.pretrained else opts.feats_stats, init_param=opts.init_param,
+                        init_embedding=opts.init_embedding, pretrained=training.pretrained,
+                        feats_config=str(Path(opts.train_data_dir) / FEATS_CONFIG) if training.pretrained else None)
+    if training != EncoderTraining(training.pretrained):  # freeze or lr_factor: a resumed run must keep them
+        inputs["encoder_training"] = fingerprint([training.frozen_epochs, training.lr_factor])
     fit(opts, model, XEObjective(opts.label_smoothing, opts.mixup_alpha), train_set, collate, validate, criteria, device,
         {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto},
-        inputs=inputs)
+        inputs=inputs, epoch_start=encoder_freezer(model, training), encoder_lr_factor=training.lr_factor)

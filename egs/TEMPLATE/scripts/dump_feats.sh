@@ -10,10 +10,13 @@
 # The list is split into <nj> shards (utils/split_scp.pl), job JOB writes
 # <dump-dir>/feats.JOB.{ark|h5} + feats.JOB.scp + utt2num_frames.JOB, then the shards are
 # merged and sorted (LC_ALL=C) into feats.scp / utt2num_frames, and feats_dim / feats_type
-# are written. The data dir's other files (text, utt2spk, spk2utt, the media list, clip2id,
-# aud2name, reco2dur) are copied.
+# are written, and feats_config.yaml: the binary's resolved options (the feature config with
+# the binary's defaults filled in), which XE training with a pretrained encoder checks the
+# checkpoint's front end against. The data dir's other files (text, utt2spk, spk2utt, the
+# media list, clip2id, aud2name, reco2dur) are copied.
 # A .done marker (holding the options and the inputs' checksums) makes re-running with the same
-# options and unchanged inputs a no-op.
+# options and unchanged inputs a no-op (it only writes feats_config.yaml where a dump made by
+# an older version lacks it).
 set -euo pipefail
 
 log() {
@@ -93,8 +96,16 @@ _media=$({ { cut -d' ' -f2- "${data}/${list}"; [ -z "${_named}" ] || printf '%s\
     | xargs -0 stat -L -c '%n %s %.9Y' 2>/dev/null || true; } | md5sum | cut -d' ' -f1)
 _key="feats_type=${feats_type} filetype=${filetype} feats_options=$(printf '%s\n' "${_options}" | md5sum | cut -d' ' -f1)"
 _key+=" ${list}=$(md5sum < "${data}/${list}" | cut -d' ' -f1) media=${_media}"
+write_feats_config() {
+    { echo "# resolved options of captionbin.${binary} (--config ${feats_config}), written by $0"
+      printf '%s\n' "${_options}"; } > "${dir}/feats_config.yaml"
+}
 if [ -f "${dir}/.done" ] && [ "$(cat "${dir}/.done")" = "${_key}" ]; then
     log "${dir} is already dumped (remove ${dir}/.done to redo)"
+    if [ ! -f "${dir}/feats_config.yaml" ]; then  # dumped by an older version: the options are the .done's
+        write_feats_config
+        log "Wrote ${dir}/feats_config.yaml"
+    fi
     exit 0
 fi
 
@@ -106,7 +117,7 @@ fi
 
 mkdir -p "${dir}/log"
 dir=$(cd "${dir}" && pwd)  # absolute, so that feats.scp holds absolute paths
-rm -f "${dir}/.done" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
+rm -f "${dir}/.done" "${dir}/feats_config.yaml" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
     "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/"${list}".*
 
 split_scps=()
@@ -155,6 +166,7 @@ for f in wav.scp image.scp video.scp clip2id text utt2spk spk2utt aud2name reco2
     fi
 done
 
+write_feats_config
 echo "${_key}" > "${dir}/.done"
 log "Wrote ${dir}/feats.scp (${nfeats} clips, dim $(cat "${dir}/feats_dim"), $(cat "${dir}/feats_type"))"
 log "Successfully finished. [elapsed=${SECONDS}s]"

@@ -118,8 +118,6 @@ def test_library_calls_are_checked_too_and_a_bad_model_key_is_named(tmp_path):
         train_xe(XEOptions(lr=0.0))
     with pytest.raises(ValueError, match="rl_algo must be one of scst, .*got 'scts'"):
         train_rl(RLOptions(rl_algo="scts"))
-    with pytest.raises(ValueError, match="mixup_alpha > 0 mixes captions: it needs xe_unit caption"):
-        train_xe(XEOptions(mixup_alpha=0.4, xe_unit="clip"))
     data = tmp_path / "dump"
     data.mkdir()
     (data / "feats_dim").write_text("16\n")

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from captionlib.data.datasets import collate_captions
+from captionlib.data.datasets import collate_captions, collate_clip_captions
 from captionlib.models.captioner import Captioner, xe_loss, xe_targets
-from captionlib.train.xe import XEObjective, mix_features, mixup_draw
+from captionlib.train.xe import XEObjective, caption_partners, mix_features, mixup_draw
 
 
 def _batch(rng):
@@ -90,8 +90,35 @@ def test_mixup_mixes_features_and_previous_words_but_not_the_targets(monkeypatch
     logits = model.decoder.forward_teacher(v, batch[2])
     hook.remove()
     assert torch.allclose(mixed, xe_loss(logits, targets), atol=1e-6)
-    with pytest.raises(ValueError, match="mixup mixes captions: use xe_unit caption"):
-        XEObjective(0.0, 0.4)(model, batch + (torch.arange(4),))
+
+
+def test_caption_partners_pair_the_kth_captions_of_partner_clips():
+    caption2clip = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])  # clips of 3, 2 and 4 captions
+    partners = caption_partners(caption2clip, torch.tensor([1, 2, 0]))
+    # clip 0 -> clip 1 (captions 3, 4; k mod 2), clip 1 -> clip 2 (5, 6), clip 2 -> clip 0 (0, 1, 2, 0)
+    assert partners.tolist() == [3, 4, 3, 5, 6, 0, 1, 2, 0]
+
+
+@pytest.mark.parametrize("decoder", sorted(DECODERS))
+def test_mixup_of_clips_equals_mixup_of_their_caption_items(monkeypatch, decoder):
+    """xe_unit clip: the loss of a mixed batch of clips with their captions is that of the
+    (clip, caption) items mixed with the partner items (one encoder pass per clip)."""
+    import numpy as np
+
+    import captionlib.train.xe as xe
+
+    rng = np.random.default_rng(4)
+    clips = [rng.standard_normal((10 + 4 * i, 16)).astype("float32") for i in range(3)]
+    captions = [[rng.integers(1, 9, size=2 + (i + k) % 3) for k in range(n)] for i, n in enumerate((3, 2, 4))]
+    clip_batch = collate_clip_captions(list(zip(clips, captions)))
+    items = collate_captions([(clips[i], c) for i in range(3) for c in captions[i]])
+    model, clip_perm = _model(decoder), torch.tensor([2, 0, 1])
+    caption_perm = caption_partners(clip_batch[4], clip_perm)
+    monkeypatch.setattr(xe, "mixup_draw", lambda n, alpha: (0.7, clip_perm if n == 3 else caption_perm))
+    by_clip, stats = XEObjective(0.1, 0.4)(model, clip_batch)
+    by_item, stats_items = XEObjective(0.1, 0.4)(model, items)
+    assert torch.allclose(by_clip, by_item, atol=1e-5) and stats == stats_items
+    assert not torch.allclose(by_clip, XEObjective(0.1, 0.0)(model, clip_batch)[0])
 
 
 @pytest.mark.parametrize("decoder", sorted(DECODERS))

@@ -1,0 +1,79 @@
+"""egs/TEMPLATE/scripts/dump_feats.sh writes the resolved feature options into the dump dir
+(``feats_config.yaml``), which XE training with a pretrained encoder reads (issue 26)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from captionlib.io.datadir import write_scp
+from captionlib.models.panns import front_end_tensors
+from captionlib.train.xe import read_feats_config
+
+REPO = Path(__file__).resolve().parents[2]
+CLIP = Path("/work/shared/data/clotho_fixture/validation/Whistling.wav")
+PANNS = REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml"
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    for tool in ("run.pl", "split_scp.pl", "parse_options.sh"):
+        if not (REPO / "utils" / tool).is_file():
+            pytest.skip(f"utils/{tool} not available")
+    if not CLIP.is_file():
+        pytest.skip(f"{CLIP} not available")
+    rec = tmp_path / "rec"
+    (rec / "conf").mkdir(parents=True)
+    (rec / "utils").symlink_to(REPO / "utils")
+    (rec / "scripts").symlink_to(REPO / "egs" / "TEMPLATE" / "scripts")
+    shutil.copy(PANNS, rec / "conf" / "feats_panns.yaml")
+    shutil.copy(REPO / "egs" / "mini_clotho" / "conf" / "feats_logmel.yaml", rec / "conf" / "feats_logmel.yaml")
+    data = rec / "data" / "set"
+    data.mkdir(parents=True)
+    write_scp(data / "wav.scp", {"clip1": str(CLIP)})
+    write_scp(data / "text", {"clip1-1": "a caption"})
+    return rec
+
+
+def _dump(rec, config):
+    env = dict(os.environ, LC_ALL="C")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    cmd = ["scripts/dump_feats.sh", "--python", sys.executable, "--nj", "1", "--feats_config", config,
+           "data/set", "dump/set"]
+    p = subprocess.run(cmd, cwd=rec, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout + p.stderr
+
+
+def _print_config(rec, config):
+    out = subprocess.run([sys.executable, "-m", "captionbin.caption_dump_feats", "--config", config,
+                          "--print_config"], cwd=rec, capture_output=True, text=True, check=True).stdout
+    return yaml.safe_load(out)
+
+
+def test_the_dump_dir_holds_its_resolved_features_config(recipe):
+    d = recipe / "dump" / "set"
+    _dump(recipe, "conf/feats_panns.yaml")
+    conf = read_feats_config(str(d))
+    assert conf == _print_config(recipe, "conf/feats_panns.yaml")
+    assert (conf["fs"], conf["n_fft"], conf["fmin"], conf["fmax"], conf["log"]) == (32000, 1024, 50.0, 14000.0, "db")
+    # the trainer's front-end check reads it as the config file itself
+    ours, config_file = front_end_tensors(conf), front_end_tensors(yaml.safe_load(PANNS.read_text()))
+    assert all(torch.equal(ours[k], config_file[k]) for k in ours)
+
+    # a dump made before feats_config.yaml existed gets it from a re-run, without a new dump
+    (d / "feats_config.yaml").unlink()
+    mtime = (d / "feats.scp").stat().st_mtime_ns
+    out = _dump(recipe, "conf/feats_panns.yaml")
+    assert "already dumped" in out and f"Wrote {d.relative_to(recipe)}/feats_config.yaml" in out
+    assert read_feats_config(str(d)) == conf and (d / "feats.scp").stat().st_mtime_ns == mtime
+
+    # another features config redoes the dump and its feats_config.yaml
+    _dump(recipe, "conf/feats_logmel.yaml")
+    assert read_feats_config(str(d)) == _print_config(recipe, "conf/feats_logmel.yaml")
+    assert (d / "feats.scp").stat().st_mtime_ns != mtime and (d / "feats_dim").read_text() == "64\n"
