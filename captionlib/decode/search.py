@@ -23,8 +23,8 @@ class SampleOutput:
         logprobs: (batch, length) log-probability of each sampled token (0 after eos, and
             0 for an eos forced at ``max_len``); differentiable when sampling with gradients.
         mask: (batch, length) 1.0 for tokens up to and including eos.
-        entropy: (batch, length) entropy of each step's distribution (masked; a statistic,
-            without gradient).
+        entropy: (batch, length) entropy of each step's distribution in nats (masked);
+            differentiable like ``logprobs`` (the maximum-entropy regularization of SLL-ME).
         states: per-step decoder hidden vectors (batch, length, hidden) when requested.
     """
 
@@ -105,7 +105,8 @@ def sample(
         else:
             lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
         toks.append(torch.where(finished, tok.new_zeros(()), tok))
-        ents.append(torch.special.entr(logp.detach().exp()).sum(-1) * alive)
+        # -sum p log p with 0 log 0 = 0: the -inf log-probs (padding) give 0, with a 0 gradient
+        ents.append(-(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)
         if all_ranks(bool(finished.all())):

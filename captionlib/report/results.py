@@ -150,7 +150,8 @@ def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> 
         (:func:`captionlib.rl.rewards.describe_reward`, e.g. ``"Liu et al. 2017 (MC-PG),
         reward CIDEr-D"``); ``ac`` reads ``"A2C, <reward> reward (Shi et al. value network)"``,
         or ``"Shi et al. (actor-critic, embedding reward)"`` when a key of
-        :data:`AC_REWARD_KEYS` is ``embedding``; a missing reward is said so. An XE model:
+        :data:`AC_REWARD_KEYS` is ``embedding``; a non-zero ``entropy_weight`` adds
+        ``"+ max-entropy <weight> (SLL-ME, Chen & Jin 2020)"``; a missing reward is said so. An XE model:
         :data:`XE_PAPERS` by its encoder and decoder (``"XE (<encoder> + <decoder>)"`` for a
         pair not listed). Other models: :data:`PAPERS` (empty for an unknown kind).
     """
@@ -175,6 +176,8 @@ def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> 
         reward = str(spec)
     if algo == "ac":
         return f"A2C, {reward} reward (Shi et al. value network)"
+    if config.get("entropy_weight"):
+        return f"{PAPERS[algo]} + max-entropy {config['entropy_weight']:g} (SLL-ME, Chen & Jin 2020), reward {reward}"
     return f"{PAPERS[algo]}, reward {reward}"
 
 

@@ -246,6 +246,8 @@ class MultiTask(PolicyGradient):
         KeyError: at ``forward``, a clip absent from ``train_refs``.
     """
 
+    entropy_regularized = False  # the multitask loss does not read entropy_weight
+
     def __init__(
         self,
         reward: Reward,

@@ -51,6 +51,9 @@ class RLOptions(TrainOptions):
         "shared", "greedy baseline: decode from the sampling pass's encoding (shared, the seed authors' code) or "
                   "re-encode in eval mode (separate)", PG, ("shared", "separate"))
     temperature: float = option(1.0, "sampling temperature", PG, valid="> 0")
+    entropy_weight: float = option(
+        0.0, "scst, reinforce_plus: weight of the maximum-entropy regularization, SLL-ME (seed 001, table 2: 0.01; "
+             "0: off)", PG, valid=">= 0")
     alpha: Optional[float] = option(None, "weight of the RL term (sle 0.75, multitask 0.95)", PG, valid="[0, 1]")
     num_rollouts: int = option(3, "mc_pg: Monte-Carlo rollouts per step", PG, valid=">= 1")
     critic_warmup_steps: int = option(100, "ac: steps training the critic only", PG, valid=">= 0")

@@ -11,6 +11,11 @@
 
 Loss = -mean over samples of (r - b) * sum_t log p(w_t | w_<t, x), i.e. minus a sample
 estimate of the gradient of the expected reward.
+
+* SLL-ME (``entropy_weight`` > 0; seed 001, table 2, after Mnih et al. 2016): the loss also
+  subtracts ``entropy_weight`` x the mean over samples of sum_t H(p(. | w_<t, x)), the
+  entropy of the policy at each step of the sampled caption (word-level exploration; the
+  seed tuned the weight among 1e-1, 1e-2, 1e-3 and chose 1e-2).
 """
 
 import logging
@@ -120,9 +125,17 @@ class PolicyGradient(SampledObjective):
         num_samples: samples per clip (SCST: 1).
         baseline: ``greedy`` (self-critical) or ``mean`` (of the other samples).
         baseline_encoding: see :class:`SampledObjective`.
+        entropy_weight: weight of the maximum-entropy term (SLL-ME, see the module
+            docstring; 0: off).
+
+    Raises:
+        ValueError: unknown ``baseline``, ``mean`` with one sample, or a negative
+            ``entropy_weight``.
     """
 
     row_sharded_randomness = True
+    #: reads ``entropy_weight`` (``train_rl`` refuses it for objectives without this flag)
+    entropy_regularized = True
 
     def __init__(
         self,
@@ -133,8 +146,12 @@ class PolicyGradient(SampledObjective):
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
         baseline_encoding: str = DEFAULTS.baseline_encoding,
+        entropy_weight: float = DEFAULTS.entropy_weight,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
+        if entropy_weight < 0:
+            raise ValueError(f"entropy_weight must be >= 0, got {entropy_weight}")
+        self.entropy_weight = entropy_weight
         if baseline not in ("greedy", "mean"):
             raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
         if baseline == "mean" and num_samples < 2:
@@ -144,13 +161,14 @@ class PolicyGradient(SampledObjective):
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
         """REINFORCE+ (``--rl_algo reinforce_plus``) from :class:`captionlib.rl.options.RLOptions`:
-        ``num_samples``, ``baseline``, ``baseline_encoding``, ``max_len``, ``temperature``.
+        ``num_samples``, ``baseline``, ``baseline_encoding``, ``max_len``, ``temperature``,
+        ``entropy_weight``.
 
         Raises:
             ValueError: bad ``baseline``/``baseline_encoding``, or ``mean`` with one sample.
         """
         return cls(reward, tokenizer, opts.num_samples, opts.baseline, opts.max_len, opts.temperature,
-                   opts.baseline_encoding)
+                   opts.baseline_encoding, opts.entropy_weight)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
@@ -170,6 +188,8 @@ class PolicyGradient(SampledObjective):
         b = r_all[len(keys):].view(-1, 1).expand_as(r) if self.baseline == "greedy" else mean_of_others(r)
         adv = (r - b).reshape(-1)
         loss = policy_gradient_loss(out.logprobs, out.mask, adv)
+        if self.entropy_weight > 0:
+            loss = loss - self.entropy_weight * out.entropy.sum(1).mean()
         ntok = out.mask.sum()
         return loss, {
             "reward": r.mean().item(),
@@ -194,4 +214,5 @@ class SCST(PolicyGradient):
         """
         if opts.num_samples != 1 or opts.baseline != "greedy":
             logging.warning("scst uses 1 sample and the greedy baseline; ignoring num_samples/baseline")
-        return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, opts.baseline_encoding)
+        return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, opts.baseline_encoding,
+                   opts.entropy_weight)

@@ -51,10 +51,12 @@ def train_rl(opts: RLOptions) -> None:
 
     Raises:
         ValueError: an option outside its choices or range (one line naming it), e.g. an
-            unregistered ``rl_algo``.
+            unregistered ``rl_algo``, or ``entropy_weight`` for an objective that does not read it.
     """
     check_options(opts)
     cls = objective_class(opts.rl_algo)
+    if opts.entropy_weight > 0 and not getattr(cls, "entropy_regularized", False):
+        raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)

@@ -2,7 +2,7 @@
 # Run one seed paper's own system: ./run_preset.sh <preset> [run.sh options, e.g. --stage 5 --seeds "0 1 2"]
 # Each preset is ./run.sh (the recipe's data, features and decoding) plus the options below, with
 # the recipe's config files of fixed names (conf/train_xe.yaml, conf/train_xe_specaug.yaml,
-# conf/train_scst_pairs.yaml, conf/train_sle.yaml, conf/train_ac_embedding.yaml,
+# conf/train_scst_pairs.yaml, conf/train_sle.yaml, conf/train_scst_me.yaml, conf/train_ac_embedding.yaml,
 # conf/train_mc_pg.yaml, conf/train_reinforce_plus_frozen.yaml, conf/train_multitask.yaml).
 # The tables "paper says | config key | value" are in egs/clotho/README.md.
 #
@@ -12,13 +12,14 @@
 #   seed000_crnn_r          SCST from crnn_w over (clip, caption) pairs, selected by CIDEr-D
 #   seed000_crnn_r_specaug  crnn_r with SpecAugment in XE and SCST (exp/xe_crnn_r_specaug)
 #   seed001_sle             SLE (d = 2 - BLEU-3 - BLEU-4, leave-one-out diversity baseline)
+#   seed001_sll_me          SLL-ME: SCST with the maximum-entropy term, weight 1e-2 (seed 001's comparison)
 #   seed002_ac              actor-critic with the embedding reward and its own value encoder
 #   seed003_mc_pg           MC-PG (reward of conf/train_mc_pg.yaml: CIDEr-D where SPICE cannot run)
 #   seed004_multitask       XE -> REINFORCE+ with the encoder frozen -> multitask from that model
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed002_ac seed003_mc_pg seed004_multitask"
+presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed001_sll_me seed002_ac seed003_mc_pg seed004_multitask"
 if [ $# -lt 1 ] || [[ " ${presets} " != *" $1 "* ]]; then
     echo "Usage: $0 <preset> [run.sh options]; presets: ${presets}" >&2
     exit 1
@@ -54,6 +55,7 @@ case "${preset}" in
               --xe_args "--best_model_criterion bleu_4" --xe_inference_model valid.bleu_4.best.pth
               "${scst[@]}" --ensemble_models "") ;;
     seed001_sle) opts=(--rl_algo sle --rl_config conf/train_sle.yaml --ensemble_models "") ;;
+    seed001_sll_me) opts=(--rl_algo scst --rl_config conf/train_scst_me.yaml --ensemble_models "") ;;
     seed002_ac) opts=(--rl_algo ac --rl_config conf/train_ac_embedding.yaml --ensemble_models "") ;;
     seed003_mc_pg) opts=(--rl_algo mc_pg --rl_config conf/train_mc_pg.yaml --ensemble_models "") ;;
     seed004_multitask)

@@ -178,6 +178,10 @@ def test_model_algorithm_and_paper():
         emb = dict(cider, **{key: "embedding"})
         assert model_paper(f"{XE}/ac_x", emb) == "Shi et al. (actor-critic, embedding reward)"
     assert model_paper(f"{XE}_seed0", cider) == "Xu et al. 2020 (seed 000), XE"  # no reward for XE models
+    # SLL-ME (seed 001): SCST with the maximum-entropy term; a zero weight is plain SCST
+    assert model_paper(f"{XE}/scst_me", dict(cider, entropy_weight=0.01)) == (
+        "Rennie et al. 2017; Xu et al. 2020 + max-entropy 0.01 (SLL-ME, Chen & Jin 2020), reward CIDEr-D")
+    assert model_paper(f"{XE}/scst_x", dict(cider, entropy_weight=0.0)) == model_paper(f"{XE}/scst_x", cider)
 
 
 def test_paper_reads_config_yaml(tmp_path):

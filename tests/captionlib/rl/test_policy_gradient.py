@@ -79,3 +79,66 @@ def test_greedy_baseline_reuses_the_sampling_pass_encoding(encoding, passes):
     assert obj.reward.calls[-1][1][2:] == greedy
     with pytest.raises(ValueError, match="baseline_encoding"):
         PolicyGradient(WordSetReward(), Tokenizer(TOKENS), baseline_encoding="twice")
+
+
+def test_sampled_entropy_is_the_policy_entropy_with_its_gradient():
+    """The per-step entropy of ``sample`` equals -sum p log p of the step distributions
+    (recomputed by replaying the sampled tokens) and carries their gradient."""
+    from captionlib.decode.search import sample
+
+    torch.manual_seed(3)
+    model = _model().eval()
+    _, feats, lens = _batch()
+    v = model.encode(feats, lens)
+    out = sample(model, v, max_len=6)
+    logp, state = model.first_step(v)
+    expected = []
+    for t in range(out.tokens.size(1)):
+        expected.append(torch.distributions.Categorical(logits=logp).entropy())
+        logp, state = model.step(out.tokens[:, t].clamp(min=1), state)
+    expected = torch.stack(expected, 1) * out.mask
+    assert torch.allclose(out.entropy, expected, atol=1e-5)
+    assert out.entropy.requires_grad
+    grads = torch.autograd.grad(out.entropy.sum(), [q for q in model.parameters() if q.requires_grad],
+                                allow_unused=True)
+    assert all(g is None or torch.isfinite(g).all() for g in grads)  # no NaN from the -inf padding logit
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_sll_me_subtracts_the_weighted_entropy_and_raises_it():
+    """SLL-ME (seed 001, table 2): loss = SCST loss - w * mean over samples of sum_t H_t; with a
+    constant reward (no policy gradient) training raises the policy's entropy."""
+    from captionlib.rl.policy_gradient import SCST
+
+    batch = _batch()
+    losses = {}
+    for w in (0.0, 0.5):
+        model = _model().train()
+        torch.manual_seed(5)
+        obj = SCST(WordSetReward(constant=0.7), Tokenizer(TOKENS), 1, "greedy", max_len=6, entropy_weight=w)
+        torch.manual_seed(6)
+        losses[w], stats = obj(model, batch)
+    assert losses[0.0].item() == 0.0  # reward = baseline: no policy-gradient term
+    assert losses[0.5].item() < 0 and stats["entropy"] > 0
+    model = _model().train()
+    obj = SCST(WordSetReward(constant=0.7), Tokenizer(TOKENS), 1, "greedy", max_len=6, entropy_weight=0.5)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    entropies = []
+    for _ in range(30):
+        loss, stats = obj(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        entropies.append(stats["entropy"])
+    assert np.mean(entropies[-5:]) > np.mean(entropies[:5])
+    with pytest.raises(ValueError, match="entropy_weight must be >= 0"):
+        SCST(WordSetReward(), Tokenizer(TOKENS), entropy_weight=-0.1)
+
+
+def test_entropy_weight_is_refused_where_the_objective_does_not_read_it():
+    from captionlib.rl.options import RLOptions
+    from captionlib.rl.train import train_rl
+
+    with pytest.raises(ValueError, match="entropy_weight .SLL-ME. is for scst and reinforce_plus, not rl_algo sle"):
+        train_rl(RLOptions(rl_algo="sle", entropy_weight=0.01, init_param="x.pth", cider_df="df.npz",
+                           train_data_dir="d", valid_data_dir="d", output_dir="o"))
