@@ -98,7 +98,7 @@ def make_soundscape_corpus(
     for split_index, split in enumerate(SPLITS):
         if num_clips.get(split, 0) > 0:
             writer.write(split_index, split, num_clips[split], eval_pool if split == "evaluation" else dev_pool)
-    _copy_notices(event_root, output_dir)
+    copy_notices(event_root, output_dir)
     labels = sorted({e.label for e in library})
     info = {"options": options, "num_recordings": len(library), "num_classes": len(labels), "classes": labels}
     write_lines_atomic(info_path, json.dumps(info, indent=1).splitlines())
@@ -186,7 +186,7 @@ class _SplitWriter:
         return [name, *captions], json.dumps({"file_name": name, **d}, sort_keys=True)
 
 
-def _copy_notices(event_root: str, output_dir: str) -> None:
+def copy_notices(event_root: str, output_dir: str) -> None:
     """Keep the library's licence notices beside the derived audio."""
     lic = os.path.join(event_root, "LICENSES")
     if os.path.isdir(lic):
