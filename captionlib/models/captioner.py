@@ -99,6 +99,14 @@ class Captioner(nn.Module):
             self.encoder.eval()
         return self
 
+    def set_encoder_frozen(self, frozen: bool) -> None:
+        """Freeze (or unfreeze) the encoder: its parameters' ``requires_grad`` off (on) and
+        ``freeze_encoder`` set, so that :meth:`train` keeps it in eval mode (BatchNorm
+        statistics and dropout fixed) while it is frozen."""
+        for param in self.encoder.parameters():
+            param.requires_grad_(not frozen)
+        self.freeze_encoder = frozen
+
     def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
         """Set the global mean/std, each (feats_dim,), from ``feats_stats.npz``."""
         self.feats_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))

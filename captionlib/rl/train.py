@@ -65,9 +65,7 @@ def train_rl(opts: RLOptions) -> None:
     tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
     logging.info("initialised from %s", opts.init_param)
     if opts.freeze_encoder:
-        for p in model.encoder.parameters():
-            p.requires_grad_(False)
-        model.freeze_encoder = True  # also keeps its BatchNorm statistics and dropout fixed
+        model.set_encoder_frozen(True)  # also keeps its BatchNorm statistics and dropout fixed
         logging.info("the encoder is frozen")
     log_model(model)
     write_config(opts)

@@ -159,9 +159,7 @@ def encoder_freezer(model, training: EncoderTraining) -> Optional[Callable[[int]
         if frozen != model.freeze_encoder:
             logging.info("epoch %d: encoder %s", epoch, "frozen (weights and BatchNorm statistics)" if frozen
                          else "unfrozen")
-        for param in model.encoder.parameters():
-            param.requires_grad_(not frozen)
-        model.freeze_encoder = frozen
+        model.set_encoder_frozen(frozen)
 
     return set_epoch
 
