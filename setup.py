@@ -19,6 +19,7 @@ install_requires = [
     "pycocoevalcap",
     "matplotlib",
     "scipy",
+    "scikit-learn",  # average precision (mAP) of caption_pretrain_tagging; stop words of caption keywords
     "textblob-aptagger==0.2.0",  # POS tagger model (in the wheel) for multitask RL attributes
     "nltk",  # runs that model (nltk.tag.perceptron)
     "Pillow",  # image loading (captionlib.visual)

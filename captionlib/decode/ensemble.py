@@ -33,7 +33,7 @@ class Ensemble(nn.Module):
             and ``eos_id``. They may differ in architecture but must share the vocabulary.
         token_lists: optional token list of each model (as stored in model files); when
             given they must all be equal.
-        embed_sizes: embedding size E_m of each model; default ``model.encoder.output_size``
+        embed_sizes: embedding size E_m of each model; default ``model.embed_size``
             (or inferred at the first :meth:`encode`).
 
     Raises:
@@ -70,7 +70,7 @@ class Ensemble(nn.Module):
         self.vocab_size = vocab.pop()
         self.models = nn.ModuleList(models) if all(isinstance(m, nn.Module) for m in models) else list(models)
         if embed_sizes is None:
-            sizes = [getattr(getattr(m, "encoder", None), "output_size", None) for m in models]
+            sizes = [getattr(m, "embed_size", None) for m in models]
             self._embed_sizes = None if any(s is None for s in sizes) else [int(s) for s in sizes]
         else:
             if len(embed_sizes) != len(models):

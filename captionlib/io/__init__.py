@@ -1,4 +1,5 @@
-"""Data directories (scp/text/utt2spk files), feature readers/writers (ark, HDF5), feature stats.
+"""Data directories (scp/text/utt2spk files), feature readers/writers (ark, HDF5), feature stats,
+importers of precomputed features (:mod:`captionlib.io.importers`).
 
 The corpus preparation (Clotho, AudioCaps, COCO, MSR-VTT, MSVD) is in :mod:`captionlib.corpora`.
 

@@ -12,15 +12,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from captionlib.models.convnext import ConvNeXtEncoder
 from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
 from captionlib.models.encoding import BatchParts, cat_encodings
 from captionlib.models.panns import Cnn10Encoder, Cnn14Encoder
-from captionlib.models.transformer import TransformerDecoder
+from captionlib.models.transformer import TransformerDecoder, TransformerEncoderStack
 from captionlib.utils.fileio import load_checkpoint
 
 ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder, "cnn14": Cnn14Encoder,
-            "cnn10": Cnn10Encoder}
+            "cnn10": Cnn10Encoder, "convnext": ConvNeXtEncoder}
 #: Clips per encoder call in eval mode, by device type (see :meth:`Captioner.encode`). A device
 #: type not listed encodes the whole batch in one call: on an H100, 32 clips of 15-30 s encode
 #: 2.2-2.3x faster in one call than in chunks of 8, while on 2 CPU cores chunks are 1.1-1.2x faster
@@ -41,7 +42,12 @@ class Captioner(nn.Module):
         feats_dim: input feature dimension D (n_mels for log-mel, the CNN's channels for
             images and videos). ``n_mels`` is accepted for it (model files written before
             the visual front end).
-        encoder: name in :data:`ENCODERS`; ``encoder_conf`` its keyword arguments.
+        encoder: name in :data:`ENCODERS`; ``encoder_conf`` its keyword arguments, but for
+            ``transformer``: the keyword arguments of a
+            :class:`~captionlib.models.transformer.TransformerEncoderStack` run over the
+            encoder's frame outputs (SJTU's CNN + Transformer), module ``encoder_stack``
+            (apart from ``encoder``, so that a pretrained encoder's keys, its freezing and its
+            learning-rate factor stay its own).
         decoder: name in :data:`DECODERS`; ``decoder_conf`` its keyword arguments. A decoder
             fed ``v`` as its first input gets ``embed_size`` = the encoder's output size; an
             attention decoder gets ``memory_size`` = that size.
@@ -78,10 +84,19 @@ class Captioner(nn.Module):
         self.eos_id = vocab_size - 1
         self.register_buffer("feats_mean", torch.zeros(feats_dim))
         self.register_buffer("feats_std", torch.ones(feats_dim))
-        self.encoder = ENCODERS[encoder](feats_dim, **(encoder_conf or {}))
+        enc_conf = dict(encoder_conf or {})
+        stack_conf = enc_conf.pop("transformer", None)
+        self.encoder = ENCODERS[encoder](feats_dim, **enc_conf)
+        self.encoder_stack = None
+        if stack_conf is not None:
+            if not isinstance(stack_conf, dict):
+                raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
+            self.encoder_stack = TransformerEncoderStack(self.encoder.output_size, **stack_conf)
+        #: size of the clip vector ``v`` and of the frame outputs (the stack's when there is one)
+        self.embed_size = (self.encoder_stack or self.encoder).output_size
         dec_conf = dict(decoder_conf or {})
         self.uses_memory = bool(getattr(DECODERS[decoder], "uses_memory", False))
-        dec_conf.setdefault("memory_size" if self.uses_memory else "embed_size", self.encoder.output_size)
+        dec_conf.setdefault("memory_size" if self.uses_memory else "embed_size", self.embed_size)
         self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
         self.freeze_encoder = False  # training option (not saved): see train()
         self.specaug = None
@@ -167,8 +182,11 @@ class Captioner(nn.Module):
             v, frames, cnn = self.encoder.forward_with_cnn(x, feat_lens)
         else:
             v, frames = self.encoder(x, feat_lens)
+        frame_lens = self.encoder.output_lengths(feat_lens, x.size(1))
+        if self.encoder_stack is not None:
+            v, frames = self.encoder_stack(frames, frame_lens)
         if self.uses_memory:
-            v = BatchParts((v, frames, self.encoder.output_lengths(feat_lens, x.size(1))))
+            v = BatchParts((v, frames, frame_lens))
         return (v, cnn) if return_cnn else v
 
     def forward(self, feats: torch.Tensor, feat_lens: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:

@@ -41,12 +41,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from captionlib.models.encoders import _zero_padding, masked_mean
-from captionlib.models.pretrained_load import check_keys, load_strict, read_state_dict
+from captionlib.models.pretrained_load import CheckpointMismatchError, check_keys, load_strict, read_state_dict
 from captionlib.utils.distributed import BatchNorm2d, Dropout
 
 AUDIOSET_CLASSES = 527
 STFT_KEYS = ("spectrogram_extractor.stft.conv_real.weight", "spectrogram_extractor.stft.conv_imag.weight")
 MEL_KEY = "logmel_extractor.melW"
+#: the weights of the AudioSet heads (PANNs' fc_audioset, the audio ConvNeXt's head_audioset): (classes, embed)
+HEAD_WEIGHTS = ("fc_audioset.weight", "head_audioset.weight")
 #: keys of the authors' front end in their checkpoints: checked by :func:`load_pretrained`, not loaded
 FRONT_END_KEYS = STFT_KEYS + (MEL_KEY,)
 # options of captionlib.audio.features.LogMel that fix the front-end tensors
@@ -293,21 +295,49 @@ def load_pretrained(encoder: PANNsEncoder, path: str, feats_config: Mapping[str,
             differ from the features config's, naming the file.
         ValueError: an unreadable or unsafe file, not a state dict, or no ``fs`` in the config.
     """
+    load_with_front_end(encoder, path, feats_config, CHECKPOINT_SOURCE,
+                        "egs/clotho/conf/feats_panns.yaml for the published PANNs checkpoints")
+
+
+def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str, Any], source: str,
+                        feats_hint: str) -> None:
+    """Strict loading of a checkpoint that holds torchlibrosa's front end (:data:`FRONT_END_KEYS`)
+    beside the encoder's keys: :func:`load_pretrained`'s checks and errors for any such
+    encoder (PANNs here, the audio ConvNeXt of :mod:`captionlib.models.convnext`).
+
+    Args:
+        encoder: the module to fill (its keys and shapes are the reference).
+        path: the checkpoint file (``{"model": state_dict, ...}`` or a bare state dict).
+        feats_config: the features config of the encoder's input (``fs`` required).
+        source: where users download the published checkpoints, named when ``path`` is missing.
+        feats_hint: the features config to use instead, named when the front end differs.
+
+    Raises:
+        FileNotFoundError, CheckpointMismatchError, FrontEndMismatchError, ValueError: as
+            :func:`load_pretrained`.
+    """
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
-                                f"checkpoint yourself ({CHECKPOINT_SOURCE}) and give its path")
+                                f"checkpoint yourself ({source}) and give its path")
     state = read_state_dict(path)
     expected = front_end_tensors(feats_config)
     shapes = {k: tuple(v.shape) for k, v in expected.items()}
-    check_keys(encoder, state, path, shapes)
+    try:
+        check_keys(encoder, state, path, shapes)
+    except CheckpointMismatchError as e:
+        heads = [(k, a) for k, a, _ in e.mis_shaped if k in HEAD_WEIGHTS]
+        if heads:  # a tagging head of another number of classes: say which option sizes it
+            raise e.with_hint(f"the checkpoint's tagging head ({heads[0][0]}) has {heads[0][1][0]} classes: set "
+                              f"encoder_conf.classes_num: {heads[0][1][0]} (caption_pretrain_tagging: the lines of "
+                              "its classes.txt)") from None
+        raise
     diff = {k: float((state[k].double() - expected[k].double()).abs().max()) for k in FRONT_END_KEYS}
     bad = {k: d for k, d in diff.items() if not d <= (MEL_TOLERANCE if k == MEL_KEY else STFT_TOLERANCE)}  # NaN too
     if bad:
         conf = ", ".join(f"{k}: {feats_config[k]}" for k in ("fs",) + _FRONT_END_OPTIONS if k in feats_config)
         raise FrontEndMismatchError(
             f"{path}: the checkpoint's front end differs from the features config ({conf}): max |difference| "
-            f"{bad}; dump the features with the front end the checkpoint was trained with "
-            "(egs/clotho/conf/feats_panns.yaml for the published PANNs checkpoints)")
+            f"{bad}; dump the features with the front end the checkpoint was trained with ({feats_hint})")
     logging.info("%s: front-end keys %s checked against the features config and not loaded (the front end is "
                  "stage 2's); %d encoder keys loaded", path, list(FRONT_END_KEYS), len(state) - len(FRONT_END_KEYS))
     load_strict(encoder, state, path, shapes)

@@ -45,6 +45,11 @@ class CheckpointMismatchError(ValueError):
         super().__init__(f"{path}: the checkpoint does not match {module} (nothing was loaded): " + "; ".join(parts))
         self.path, self.missing, self.unexpected, self.mis_shaped = path, missing, unexpected, mis_shaped
 
+    def with_hint(self, hint: str) -> "CheckpointMismatchError":
+        """The error with ``hint`` (what to change) appended to its message."""
+        self.args = (f"{self.args[0]}; {hint}",)
+        return self
+
 
 def numpy_safe_globals() -> List[Any]:
     """The pickle globals that rebuild numpy arrays and scalars of numbers, for

@@ -26,6 +26,22 @@ ACTIVATIONS = ("gelu", "relu")
 POSITIONALS = ("sinusoidal", "learned")
 
 
+def check_sizes(num_layers: int, d_model: int, nhead: int, activation: str, prefix: str = "") -> None:
+    """Check a Transformer stack's options (``prefix`` names them in messages, e.g.
+    ``encoder_conf.transformer.``).
+
+    Raises:
+        ValueError: ``num_layers < 1``, ``d_model`` not divisible by ``nhead``, or an
+            ``activation`` not in :data:`ACTIVATIONS`.
+    """
+    if num_layers < 1:
+        raise ValueError(f"{prefix}num_layers must be >= 1, got {num_layers}")
+    if d_model % nhead:
+        raise ValueError(f"{prefix}d_model ({d_model}) must be divisible by nhead ({nhead})")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{prefix}activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     """Sinusoidal position encodings (Vaswani et al. 2017, sec. 3.5):
     ``PE(pos, 2i) = sin(pos / 10000^(2i / d))``, ``PE(pos, 2i + 1) = cos(pos / 10000^(2i / d))``.
@@ -291,12 +307,7 @@ class TransformerDecoder(nn.Module):
         tie_embeddings: bool = False,
     ):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if d_model % nhead:
-            raise ValueError(f"d_model ({d_model}) must be divisible by nhead ({nhead})")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        check_sizes(num_layers, d_model, nhead, activation)
         if positional not in POSITIONALS:
             raise ValueError(f"positional must be one of {POSITIONALS}, got {positional!r}")
         if max_len < 1:
@@ -411,3 +422,58 @@ class TransformerDecoder(nn.Module):
             caches=tuple((k.index_select(0, index), v.index_select(0, index)) for k, v in state.caches),
             clip=index if state.clip is None else state.clip.index_select(0, index),
         )
+
+
+class TransformerEncoderStack(nn.Module):
+    """Transformer encoder layers over a CNN encoder's frame outputs (``encoder_conf:
+    {transformer: {...}}``): SJTU's "CNN + Transformer" audio encoder (Xu et al., "Investigating
+    local and global information for automated audio captioning with transfer learning",
+    ICASSP 2021: PANNs CNN14 frames, then Transformer encoder layers), on any encoder.
+
+    The frame outputs (batch, frames', input_size) are projected to ``d_model`` (a linear map
+    when the sizes differ), given sinusoidal positions (Vaswani et
+    al. 2017, sec. 3.5) and dropout, then go through ``num_layers`` encoder layers with each
+    clip's padding masked (so a clip's outputs do not depend on its batch in eval mode). The
+    new frame outputs are zero past each clip's length; the clip vector ``v`` is their mean
+    over the valid frames. The dropouts are :class:`captionlib.utils.distributed.Dropout`
+    (data-parallel training equals one process), the attention weights are not dropped.
+
+    Args:
+        input_size: the CNN's output size (set by the Captioner).
+        num_layers, d_model, nhead, dim_feedforward, dropout, activation (``gelu`` | ``relu``),
+        norm_first: as :class:`torch.nn.TransformerEncoderLayer` (a pre-norm stack ends
+            with a LayerNorm).
+
+    Raises:
+        ValueError: ``num_layers < 1``, ``d_model`` not divisible by ``nhead``, or an unknown
+            ``activation``.
+    """
+
+    def __init__(self, input_size: int, num_layers: int = 2, d_model: int = 256, nhead: int = 4,
+                 dim_feedforward: int = 1024, dropout: float = 0.1, activation: str = "gelu",
+                 norm_first: bool = False):
+        super().__init__()
+        check_sizes(num_layers, d_model, nhead, activation, "encoder_conf.transformer.")
+        self.d_model = self.output_size = d_model
+        self.proj = nn.Linear(input_size, d_model) if input_size != d_model else nn.Identity()
+        self.dropout = Dropout(dropout)
+        self.layers = nn.ModuleList()
+        for _ in range(num_layers):
+            layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                               batch_first=True, norm_first=norm_first)
+            layer.dropout, layer.dropout1, layer.dropout2 = (Dropout(dropout) for _ in range(3))
+            layer.self_attn.dropout = 0.0
+            self.layers.append(layer)
+        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def forward(self, frames: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: frames (batch, frames', input_size), lengths (batch,) valid frames (>= 1).
+        Returns ``v`` (batch, d_model) and the frame outputs (batch, frames', d_model)."""
+        pad = torch.arange(frames.size(1), device=frames.device)[None, :] >= lengths[:, None]  # (B, T')
+        pe = sinusoidal_positions(torch.arange(frames.size(1), device=frames.device), self.d_model)
+        x = self.dropout(self.proj(frames) + pe.to(frames.dtype))
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=pad)
+        x = self.norm(x).masked_fill(pad[..., None], 0.0)
+        valid = (~pad).to(x.dtype)
+        return (x * valid[..., None]).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0), x

@@ -131,7 +131,7 @@ class ActorCritic(SampledObjective):
     Args:
         reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
         vocab_size: the captioner's vocabulary size (critic and embedding word vectors).
-        embed_size: size of the captioner's audio embedding ``v`` (``model.encoder.output_size``).
+        embed_size: size of the captioner's audio embedding ``v`` (``model.embed_size``).
         warmup_steps: training calls that only fit the critic (and the embedding) (seed 002:
             value network trained before joint training).
         num_samples: captions sampled per clip (1 by default).
@@ -207,13 +207,13 @@ class ActorCritic(SampledObjective):
         """Actor-critic (``--rl_algo ac``) from :class:`captionlib.rl.options.RLOptions`:
         ``critic_warmup_steps``, ``num_samples``, ``ac_reward``, ``value_encoder``,
         ``embedding_size``, ``embedding_margin``, ``max_len``, ``temperature``; the critic's
-        sizes come from ``model`` (vocabulary, ``encoder.output_size``, feature dimension).
+        sizes come from ``model`` (vocabulary, ``embed_size``, feature dimension).
 
         Raises:
             ValueError: see the class.
         """
         return cls(
-            reward, tokenizer, vocab_size=model.vocab_size, embed_size=model.encoder.output_size,
+            reward, tokenizer, vocab_size=model.vocab_size, embed_size=model.embed_size,
             warmup_steps=opts.critic_warmup_steps, max_len=opts.max_len, temperature=opts.temperature,
             num_samples=opts.num_samples, reward_type=opts.ac_reward, value_encoder=opts.value_encoder,
             n_mels=model.feats_mean.numel(), embedding_size=opts.embedding_size,

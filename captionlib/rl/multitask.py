@@ -218,7 +218,7 @@ class MultiTask(PolicyGradient):
             REINFORCE+ (see :class:`PolicyGradient`).
         train_refs: ``{clip_id: [[word, ...], ...]}`` cleaned train references (attribute
             vocabulary and targets; batches must only hold these clips).
-        embed_size: size of the audio embedding ``v`` (``model.encoder.output_size``).
+        embed_size: size of the audio embedding ``v`` (``model.embed_size``).
         num_attributes: N (paper: up to 400).
         alpha: weight of the RL loss (paper: 0.95).
         attribute_selection: ``pos`` (default; nouns, verbs, adjectives by POS tagging) or
@@ -294,7 +294,7 @@ class MultiTask(PolicyGradient):
             ValueError: see the class.
         """
         return cls(
-            reward, tokenizer, train_set.refs, embed_size=model.encoder.output_size,
+            reward, tokenizer, train_set.refs, embed_size=model.embed_size,
             num_attributes=opts.num_attributes, **({} if opts.alpha is None else {"alpha": opts.alpha}),
             num_samples=opts.num_samples, baseline=opts.baseline, max_len=opts.max_len,
             temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,

@@ -82,6 +82,7 @@ def make_soundscape_corpus(
     info_path = os.path.join(output_dir, "corpus.json")
     if _made_with(info_path, options):
         logging.info("%s: already generated with these options", output_dir)
+        write_label_csvs(output_dir)
         return dict(num_clips)
     library = _select_classes(load_event_library(event_root), classes, event_root)
     dev_pool, eval_pool = split_recordings(library, heldout_fraction)
@@ -99,6 +100,7 @@ def make_soundscape_corpus(
         if num_clips.get(split, 0) > 0:
             writer.write(split_index, split, num_clips[split], eval_pool if split == "evaluation" else dev_pool)
     copy_notices(event_root, output_dir)
+    write_label_csvs(output_dir)
     labels = sorted({e.label for e in library})
     info = {"options": options, "num_recordings": len(library), "num_classes": len(labels), "classes": labels}
     write_lines_atomic(info_path, json.dumps(info, indent=1).splitlines())
@@ -195,6 +197,31 @@ def copy_notices(event_root: str, output_dir: str) -> None:
         src = os.path.join(event_root, name)
         if os.path.isfile(src):
             shutil.copyfile(src, os.path.join(output_dir, f"EVENT_LIBRARY_{name}"))
+
+
+#: the event labels of each clip, as Clotho's metadata gives keywords (caption_pretrain_tagging's labels)
+LABELS_CSV = "soundscapes_metadata_{split}.csv"
+
+
+def write_label_csvs(output_dir: str) -> None:
+    """Write ``soundscapes_metadata_<split>.csv`` (columns ``file_name``, ``keywords``: the
+    clip's event labels, ``;``-separated, as in Clotho's ``clotho_metadata_<split>.csv``) from
+    each ``annotations_<split>.jsonl`` of the corpus: the labels of audio tagging pretraining
+    (``caption_pretrain_tagging --train_labels``). Derived, so rewritten every time.
+
+    Raises:
+        ValueError: as :func:`read_annotations`.
+    """
+    for split in SPLITS:
+        path = os.path.join(output_dir, f"annotations_{split}.jsonl")
+        if not os.path.isfile(path):
+            continue
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["file_name", "keywords"])
+        for name, spec in read_annotations(path).items():
+            writer.writerow([name, ";".join(sorted({e["label"] for e in spec["events"]}))])
+        write_lines_atomic(os.path.join(output_dir, LABELS_CSV.format(split=split)), buf.getvalue().splitlines())
 
 
 def read_annotations(path: PathLike) -> Dict[str, dict]:

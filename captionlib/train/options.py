@@ -121,16 +121,19 @@ class XEOptions(TrainOptions):
     # --help imports no torch; tests/captionlib/models/test_registry.py checks that they agree
     encoder: str = option("crnn", "crnn: seed 000's audio CRNN; linear: per-frame/region projection (Show-and-Tell, "
                                   "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004); cnn14 / cnn10: "
-                                  "PANNs CNN14 / CNN10 (Kong et al. 2020) on feats_panns.yaml features", MODEL,
-                          ("crnn", "linear", "rnn", "cnn14", "cnn10"))
+                                  "PANNs CNN14 / CNN10 (Kong et al. 2020) on feats_panns.yaml features; convnext: the "
+                                  "audio ConvNeXt-Tiny (Pellegrini et al. 2023; CoNeTTE, DCASE 2024 baseline) on "
+                                  "feats_convnext.yaml features", MODEL,
+                          ("crnn", "linear", "rnn", "cnn14", "cnn10", "convnext"))
     encoder_conf: Dict[str, Any] = option(
-        {}, "encoder options (YAML mapping), and three keys the trainer reads (kept out of the model files): "
-            "pretrained: a published checkpoint loaded strictly into the encoder (cnn14, cnn10: PANNs' "
-            "Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, https://zenodo.org/record/3987831, downloaded by you; its "
-            "front end is checked against <train_data_dir>/feats_config.yaml; the feature normalisation is then the "
-            "identity and feats_stats unused); freeze: true (for good), N (the first N epochs) or false (default): "
-            "the encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr "
-            "(default 1)", MODEL)
+        {}, "encoder options (YAML mapping); transformer: options of Transformer encoder layers over the encoder's "
+            "frames (num_layers, d_model, nhead, dim_feedforward, dropout; SJTU's CNN + Transformer); and three keys "
+            "the trainer reads (kept out of the model files): pretrained: a checkpoint loaded strictly into the "
+            "encoder (cnn14 / cnn10: PANNs' Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, zenodo.org/record/3987831; "
+            "convnext: convnext_tiny_465mAP_BL_AC_70kit.pth, zenodo.org/record/8020843; or caption_pretrain_tagging's "
+            "pretrained.pth), its front end checked against <train_data_dir>/feats_config.yaml, the feature "
+            "normalisation then the identity; freeze: true (for good), N (the first N epochs) or false: the "
+            "encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr", MODEL)
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
                                  "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001); "
                                  "transformer: Transformer decoder over the encoder's frame outputs (Vaswani et al. "
@@ -139,3 +142,28 @@ class XEOptions(TrainOptions):
     decoder_conf: Dict[str, Any] = option({}, "decoder options (YAML mapping)", MODEL)
     specaug: bool = option(False, "SpecAugment during training", MODEL)
     specaug_conf: Dict[str, Any] = option({}, "SpecAugment options (YAML mapping)", MODEL)
+
+
+@dataclass
+class TaggingOptions(TrainOptions):
+    """Options of audio tagging pretraining (``caption_pretrain_tagging``); see
+    :func:`captionlib.train.tagging.train_tagging`. ``best_model_criterion`` and ``max_len``
+    are not read: epochs are ranked by validation mAP."""
+
+    train_labels: Optional[str] = option(
+        None, "labels CSV of the train clips (Clotho's clotho_metadata_<split>.csv layout: a file_name and a "
+              "keywords column, keywords ';'-separated)", DATA)
+    valid_labels: Optional[str] = option(None, "labels CSV of the validation clips", DATA)
+    key_column: str = option("file_name", "column naming the clip: file_name (the file names of <data_dir>/aud2name) "
+                                          "or clip_id", DATA, ("file_name", "clip_id"))
+    label_column: str = option("keywords", "column of the labels", DATA)
+    label_separator: str = option(";", "separator of the labels within the label column", DATA)
+    keywords_from_captions: int = option(
+        0, "without labels CSVs: classes are this many caption keywords (words in >= keywords_min_captions of a "
+           "clip's captions, stop words excluded; 0: off)", DATA, valid=">= 0")
+    keywords_min_captions: int = option(2, "captions of a clip that must hold a word for it to be a label", DATA,
+                                        valid=">= 1")
+    encoder: str = option("cnn10", "encoder to pretrain: cnn14 / cnn10 (PANNs, Kong et al. 2020), convnext "
+                                   "(Pellegrini et al. 2023)", MODEL, ("cnn14", "cnn10", "convnext"))
+    encoder_conf: Dict[str, Any] = option({}, "encoder options (YAML mapping; classes_num is set from the labels)",
+                                          MODEL)

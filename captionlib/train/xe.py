@@ -17,7 +17,7 @@ from captionlib.data.datasets import (
     collate_captions,
     collate_clip_captions,
 )
-from captionlib.models import panns
+from captionlib.models import convnext, panns
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.io.datadir import feats_dim
@@ -42,7 +42,7 @@ from captionlib.utils.fileio import load_checkpoint
 #: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
 #: end against the features config the training data was dumped with.
 PRETRAINED_LOADERS: Dict[str, Callable[[torch.nn.Module, str, Dict[str, Any]], None]] = {
-    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained}
+    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained, "convnext": convnext.load_pretrained}
 #: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
 FEATS_CONFIG = "feats_config.yaml"
 

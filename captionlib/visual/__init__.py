@@ -1,12 +1,12 @@
 """The image/video front end: media loading (Pillow, PyAV), CNN backbones, visual feature
-extraction into ark/HDF5 dump shards, and importers of precomputed features.
+extraction into ark/HDF5 dump shards. The importers of precomputed features (any modality)
+are :mod:`captionlib.io.importers`.
 
 Modules::
 
     captionlib.visual.media      # load_image, preprocess_image, load_video_frames
     captionlib.visual.cnn        # build_backbone, cnn_features, export_backbone, load_exported
     captionlib.visual.extract    # extract_visual_feats (body of caption_extract_visual_feats)
-    captionlib.visual.importers  # import_feats (body of caption_import_feats)
 
 This package module holds the option choices shared by those modules and the command-line
 binaries (their one definition). It must not import torch (nor the submodules), so that
@@ -23,8 +23,6 @@ CNN_NAMES = TORCHVISION_NAMES + ("exported", "random_convnet")
 OUTPUTS = ("pooled", "grid")
 #: ``--media_type`` of ``caption_extract_visual_feats``.
 MEDIA_TYPES = ("image", "video")
-#: ``--layout`` of ``caption_import_feats`` (see :mod:`captionlib.visual.importers`).
-LAYOUTS = ("sc_fc", "sc_att", "hdf5")
 #: input side in pixels each backbone was trained at (the default ``--image_size``);
 #: for ``exported`` the size saved in the ``.pt2`` metadata is used instead.
 DEFAULT_IMAGE_SIZES = {"inception_v3": 299}

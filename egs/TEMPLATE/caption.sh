@@ -36,7 +36,7 @@ expdir=exp           # Directory to save experiments.
 local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh.
 
 # Feature extraction related
-feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features listed by clip2id).
+feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features of the clips in clip2id, or of the audio files in wav.scp).
 feats_config=     # Feature config (e.g. conf/feats_logmel.yaml).
 feats_filetype=ark # Feature file type: ark or hdf5.
 
@@ -48,6 +48,10 @@ nbpe=1000       # The number of BPE units (token_type=bpe).
 # Word2Vec related (seed 000 CRNN-W)
 word2vec=false  # Train Word2Vec on the train captions (stage 3) and initialise the decoder embeddings with it (stage 5).
 word2vec_args=  # Extra arguments for caption_train_word2vec, e.g. "--epochs 20 --vector_size 256".
+
+# Audio tagging pretraining of the encoder (before XE)
+tagging_config= # Config of caption_pretrain_tagging (e.g. conf/pretrain_tagging_cnn10.yaml); empty: none. Stage 5 first writes ${expdir}/<config name>/pretrained.pth, which the XE config loads with encoder_conf.pretrained.
+tagging_args=   # Extra arguments for caption_pretrain_tagging, e.g. "--max_epoch 5".
 
 # XE training related
 xe_tag=     # Suffix of the XE experiment directory (empty: derived from config and args).
@@ -127,7 +131,8 @@ Options:
 
     # Feature extraction related
     --feats_type     # Feature type: logmel (wav.scp), cnn (image.scp or video.scp) or import
-                     # (precomputed features of the clips in clip2id) (default="${feats_type}").
+                     # (precomputed features of the clips in clip2id, or of the audio files in wav.scp:
+                     # embeddings of BEATs, EAT, CLAP...; see scripts/dump_feats.sh) (default="${feats_type}").
     --feats_config   # Feature config, required (default="${feats_config}").
     --feats_filetype # Feature file type: ark or hdf5 (default="${feats_filetype}").
 
@@ -139,6 +144,11 @@ Options:
     # Word2Vec related (seed 000 CRNN-W)
     --word2vec      # Word2Vec-initialised decoder embeddings; the XE dir gets a _w2v suffix (default="${word2vec}").
     --word2vec_args # Extra arguments for caption_train_word2vec (default="${word2vec_args}").
+
+    # Audio tagging pretraining of the encoder (before XE, in stage 5)
+    --tagging_config # Config of caption_pretrain_tagging; empty: none. Writes \${expdir}/<config name>/pretrained.pth,
+                     # named by the XE config's encoder_conf.pretrained (default="${tagging_config}").
+    --tagging_args   # Extra arguments for caption_pretrain_tagging (default="${tagging_args}").
 
     # XE training related
     --xe_tag    # Suffix of the XE experiment directory (default="${xe_tag}").
@@ -553,6 +563,19 @@ if ! "${skip_train}"; then
         if "${word2vec}"; then
             [ -f "${word2vec_file}" ] || { log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1; }
             _w2v_opts="--init_embedding ${word2vec_file}"
+        fi
+        if [ -n "${tagging_config}" ]; then
+            _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
+            log "Stage 5: audio tagging pretraining of the encoder: ${_tag_exp}/pretrained.pth (log: ${_tag_exp}/train.log)"
+            lock_exp_dir "${_tag_exp}"
+            keep_old_log "${_tag_exp}/train.log"
+            # shellcheck disable=SC2086  # word-split options
+            ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_tag_exp}/train.log" \
+                ${train_launcher} -m captionbin.caption_pretrain_tagging --config "${tagging_config}" \
+                    --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
+                    --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
+                    --output_dir "${_tag_exp}" --ngpu "${ngpu}" ${tagging_args}
+            release_exp_dir
         fi
         for _s in ${seed_list}; do
             _xe_exp=$(xe_exp_of "${_s}")

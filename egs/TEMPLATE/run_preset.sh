@@ -16,10 +16,17 @@
 #   seed002_ac              actor-critic with the embedding reward and its own value encoder
 #   seed003_mc_pg           MC-PG (reward of conf/train_mc_pg.yaml: CIDEr-D where SPICE cannot run)
 #   seed004_multitask       XE -> REINFORCE+ with the encoder frozen -> multitask from that model
+# The field's current audio systems (audio recipes with the configs below; README "Pretrained encoders"):
+#   sjtu_cnn14_transformer          SJTU-style: frozen PANNs CNN14 + Transformer encoder layers and decoder,
+#                                   XE then SCST (conf/feats_panns.yaml, conf/train_xe_cnn14_transformer.yaml,
+#                                   conf/train_scst_cnn14_transformer.yaml; beam 3)
+#   dcase2024_convnext_transformer  the DCASE 2024 task 6 baseline: frozen audio ConvNeXt + 6-layer Transformer
+#                                   decoder, XE (conf/feats_convnext.yaml, conf/train_xe_convnext_transformer.yaml;
+#                                   beam 3); RL from it: ./run.sh with those options and --rl_algo
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed001_sll_me seed002_ac seed003_mc_pg seed004_multitask"
+presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed001_sll_me seed002_ac seed003_mc_pg seed004_multitask sjtu_cnn14_transformer dcase2024_convnext_transformer"
 if [ $# -lt 1 ] || [[ " ${presets} " != *" $1 "* ]]; then
     echo "Usage: $0 <preset> [run.sh options]; presets: ${presets}" >&2
     exit 1
@@ -64,5 +71,12 @@ case "${preset}" in
             --ensemble_models "" "$@"
         opts=(--rl_algo multitask --rl_config conf/train_multitask.yaml
               --rl_init_tag reinforce_plus_train_reinforce_plus_frozen --ensemble_models "") ;;
+    sjtu_cnn14_transformer)
+        opts=(--feats_config conf/feats_panns.yaml --xe_config conf/train_xe_cnn14_transformer.yaml --word2vec false
+              --rl_algo scst --rl_config conf/train_scst_cnn14_transformer.yaml --decode_config conf/decode_beam3.yaml
+              --ensemble_models "") ;;
+    dcase2024_convnext_transformer)
+        opts=(--feats_config conf/feats_convnext.yaml --xe_config conf/train_xe_convnext_transformer.yaml
+              --word2vec false --rl_algo "" --decode_config conf/decode_beam3.yaml --ensemble_models "") ;;
 esac
 ./run.sh "${opts[@]}" "$@"

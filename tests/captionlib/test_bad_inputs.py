@@ -174,7 +174,7 @@ def test_empty_imported_features_are_refused_naming_the_clip_and_id(tmp_path, ca
 
     from bad_inputs import write_h5_features
     from captionbin import caption_import_feats
-    from captionlib.visual.importers import import_feats
+    from captionlib.io.importers import import_feats
 
     src = write_h5_features(tmp_path / "feats.h5", {"v1": np.ones((3, 8)), "v2": np.zeros((0, 8))})
     (tmp_path / "clip2id").write_text("clip-1 v1\nclip-2 v2\n")

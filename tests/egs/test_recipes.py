@@ -177,10 +177,15 @@ def test_caption_sh_rejects_bad_usage():
     assert "conf/train_scst_pairs.yaml" in confs and "conf/train_ac_embedding.yaml" in confs
     # seed 000's presets (CRNN-B/W/E/R, SpecAugment) are audio systems: the image and video
     # recipes have the configs of seeds 001-004 only (caption.sh names a missing config up front)
+    # The pretrained-encoder systems (SJTU, DCASE 2024 baseline) have their configs in egs/clotho
     seed000_only = {"conf/train_xe_specaug.yaml", "conf/train_scst_pairs.yaml"}
+    pretrained_systems = {c for c in confs if re.search(r"panns|convnext|cnn14|beam3", c)}
+    assert len(pretrained_systems) == 6, pretrained_systems
     for recipe in RECIPES:
         if (EGS / recipe / "run_preset.sh").exists():
             need = confs if (EGS / recipe / "conf" / "feats_logmel.yaml").exists() else confs - seed000_only
+            if recipe != "clotho":
+                need = need - pretrained_systems
             assert all((EGS / recipe / c).is_file() for c in need), (recipe, need)
 
 
@@ -432,6 +437,31 @@ def test_mini_clotho_end_to_end(tmp_path):
         assert [h["steps"] for h in hist] == [5, 5] and all(np.isfinite(h["train_reward"]) for h in hist), algo
         assert next(tf_dir.glob(f"{algo}_train_{algo}_*/decode_*/evaluation/text")).read_text().strip(), algo
     _assert_caption_infer_gives_stage8(d, tf_dir, tmp_path)
+
+    # a CNN10 + Transformer captioner from a caption_pretrain_tagging checkpoint (issue 26): PANNs'
+    # front end (conf/feats_panns.yaml), stage 5 pretrains CNN10 on caption keywords and writes
+    # it in the authors' layout, XE loads it strictly (frozen in epoch 1), SCST, decoding,
+    # scoring, packing; caption_infer on the packed model gives stage 8's captions
+    pt_opts = ["--feats_config", "conf/feats_panns.yaml", "--tagging_config",
+               "conf/tuning/pretrain_tagging_cnn10_debug.yaml", "--xe_config",
+               "conf/tuning/train_xe_cnn10_transformer_debug.yaml", "--word2vec", "false", "--rl_algo", "scst",
+               "--ensemble_models", "", "--num_diversity_samples", "0",
+               "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5"]
+    r = _run(["./run.sh", "--stage", "1", *pt_opts], cwd=d, timeout=1200)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    tagging = d / "exp" / "pretrain_tagging_cnn10_debug"
+    assert len((tagging / "classes.txt").read_text().split()) == 8
+    pt_dir = d / "exp" / "xe_train_xe_cnn10_transformer_debug_logmel_panns_word"
+    assert "encoder (cnn10) initialised from exp/pretrain_tagging_cnn10_debug/pretrained.pth" in (
+        pt_dir / "train.log").read_text()
+    published = torch.load(tagging / "pretrained.pth", weights_only=True)
+    assert sorted(published) == ["iteration", "model"]
+    first = torch.load(pt_dir / "1epoch.pth", weights_only=True)["model"]
+    enc_keys = [k for k in first if k.startswith("encoder.")]
+    assert enc_keys and all(torch.equal(first[k], published["model"][k[len("encoder."):]]) for k in enc_keys)
+    assert any(k.startswith("encoder_stack.") for k in first)
+    assert next(pt_dir.glob("scst_*/decode_*/evaluation/text")).read_text().strip()
+    _assert_caption_infer_gives_stage8(d, pt_dir, tmp_path)
 
     # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
     # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error

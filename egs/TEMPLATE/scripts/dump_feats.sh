@@ -5,8 +5,9 @@
 #   logmel: wav.scp              -> captionbin.caption_dump_feats (log-mel of the audio)
 #   cnn:    image.scp/video.scp  -> captionbin.caption_extract_visual_feats (CNN features of
 #           each image, or of N frames of each video)
-#   import: clip2id              -> captionbin.caption_import_feats (precomputed features in
-#           the self-critical.pytorch or per-video HDF5 layouts)
+#   import: clip2id, else wav.scp -> captionbin.caption_import_feats (precomputed features in
+#           the self-critical.pytorch, per-video HDF5 or per-clip .npy layouts; an audio data
+#           dir has no clip2id: the ids are the file names of wav.scp, see --audio_root)
 # The list is split into <nj> shards (utils/split_scp.pl), job JOB writes
 # <dump-dir>/feats.JOB.{ark|h5} + feats.JOB.scp + utt2num_frames.JOB, then the shards are
 # merged and sorted (LC_ALL=C) into feats.scp / utt2num_frames, and feats_dim / feats_type
@@ -26,7 +27,7 @@ log() {
 SECONDS=0
 
 cmd=utils/run.pl                      # Job wrapper (run.pl, slurm.pl ...).
-feats_type=logmel                     # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id).
+feats_type=logmel                     # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp).
 nj=4                                  # Number of jobs (capped at the number of clips).
 filetype=ark                          # Feature file type: ark or hdf5.
 feats_config=conf/feats_logmel.yaml   # Feature config (keys of caption_dump_feats).
@@ -40,7 +41,7 @@ e.g.
 
 Options:
   --cmd           # Job wrapper (default="${cmd}").
-  --feats_type    # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id) (default="${feats_type}").
+  --feats_type    # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp) (default="${feats_type}").
   --nj            # Number of jobs, capped at the number of clips (default="${nj}").
   --filetype      # ark or hdf5 (default="${filetype}").
   --feats_config  # Feature config YAML (default="${feats_config}").
@@ -76,10 +77,19 @@ case "${feats_type}" in
         else
             list=image.scp; list_opts=(--media_type image --media_scp)
         fi ;;
-    import) list=clip2id; binary=caption_import_feats; list_opts=(--clip2id) ;;
+    import)
+        binary=caption_import_feats
+        if [ -f "${data}/clip2id" ] || [ ! -f "${data}/wav.scp" ]; then
+            list=clip2id; list_opts=(--clip2id)
+        else  # audio: the source ids come from the file names (caption_import_feats --wav_scp)
+            list=wav.scp; list_opts=(--wav_scp)
+        fi ;;
     *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2 ;;
 esac
-[ -f "${data}/${list}" ] || { log "Error: ${data}/${list} not found (needed by --feats_type ${feats_type})"; exit 1; }
+if [ ! -f "${data}/${list}" ]; then
+    [ "${feats_type}" = import ] && list="clip2id (or, for audio, wav.scp)"
+    log "Error: ${data}/${list} not found (needed by --feats_type ${feats_type})"; exit 1
+fi
 [ -f "${feats_config}" ] || { log "Error: feature config ${feats_config} not found"; exit 1; }
 
 nclips=$(wc -l < "${data}/${list}")
@@ -148,6 +158,9 @@ for name in feats_dim feats_type; do
     _vals=$(for n in $(seq "${nj}"); do cat "${dir}/${name}.${n}"; done | LC_ALL=C sort -u)
     if [ "$(printf '%s\n' "${_vals}" | wc -l)" -ne 1 ]; then
         log "Error: the jobs disagree on ${name}: ${_vals//$'\n'/ }"
+        if [ "${name}" = feats_dim ] && [ "${feats_type}" = import ]; then
+            log "Set feats_dim in ${feats_config} (caption_import_feats --feats_dim) to have the files of the other dimension named"
+        fi
         exit 1
     fi
     printf '%s\n' "${_vals}" > "${dir}/${name}"

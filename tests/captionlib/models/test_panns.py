@@ -18,6 +18,7 @@ import torch
 import yaml
 from torch.nn import functional as F
 
+from checkpoints import assert_load_fails
 from captionlib.decode.search import greedy_search
 from captionlib.models.captioner import Captioner
 from captionlib.models.encoding import BatchParts
@@ -135,14 +136,7 @@ def test_front_end_of_the_features_config_is_the_authors():
 
 
 def _fails(path, state, error=CheckpointMismatchError, feats_config=FEATS_PANNS):
-    torch.save({"model": state, "iteration": 1}, path)
-    enc = Cnn10Encoder()
-    before = {k: v.clone() for k, v in enc.state_dict().items()}
-    with pytest.raises(error) as e:
-        load_pretrained(enc, str(path), feats_config)
-    assert str(path) in str(e.value)
-    assert all(torch.equal(v, before[k]) for k, v in enc.state_dict().items())  # never a partial load
-    return e.value
+    return assert_load_fails(path, state, Cnn10Encoder(), load_pretrained, feats_config, error)
 
 
 def test_renamed_key_fails_naming_both_keys(tmp_path):

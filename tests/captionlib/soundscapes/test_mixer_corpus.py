@@ -179,6 +179,11 @@ def test_make_corpus_clotho_layout_deterministic_and_resumable(tmp_path):
             assert all(e["noun"].lower() in c.lower() for c in captions)  # every caption names every event
     for e in read_annotations(out / "annotations_evaluation.jsonl").values():
         assert all(ev["file"] != "a/a1.wav" for ev in e["events"])  # held out from evaluation
+    # each clip's event labels, in Clotho's metadata layout (caption_pretrain_tagging's labels)
+    labels = list(csv.reader(open(out / "soundscapes_metadata_development.csv")))
+    assert labels[0] == ["file_name", "keywords"]
+    assert {r[0]: r[1].split(";") for r in labels[1:]} == {n: sorted({e["label"] for e in a["events"]})
+                                                           for n, a in ann.items()}
     first = (out / "clotho_captions_development.csv").read_bytes()
     mtime = (out / "development" / "development_00001.flac").stat().st_mtime_ns
     make_soundscape_corpus(root, out, sizes, seed=1, config=cfg)  # same options: nothing redone

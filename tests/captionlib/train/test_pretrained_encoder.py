@@ -16,7 +16,8 @@ import torch
 import yaml
 from torch import nn
 
-from bad_inputs import CodeOnLoad, write_raw_ark
+from bad_inputs import CodeOnLoad
+from dump_dirs import tiny_dump_dir
 from captionlib.models.captioner import Captioner, load_model_file
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
 from captionlib.models.pretrained_load import CheckpointMismatchError, read_state_dict
@@ -40,19 +41,7 @@ class Sampler:
 
 def _dump(root, feats_config=FEATS_PANNS):
     """A tiny dump dir of 64-bin dB features (4 clips, 5 captions) with its feats_config.yaml."""
-    rng = np.random.default_rng(0)
-    root.mkdir()
-    clips = {f"c{i}": (-40 + 10 * rng.standard_normal((40 + 4 * i, 64))).astype(np.float32) for i in range(4)}
-    (root / "feats.scp").write_text(write_raw_ark(root / "feats", clips).read_text())
-    (root / "feats_dim").write_text("64\n")
-    caps = {"c0": ["a dog barks", "a dog"], "c1": ["rain falls"], "c2": ["a bird sings"], "c3": ["rain and a dog"]}
-    (root / "text").write_text("".join(f"{c}-{k + 1} {t}\n" for c, ts in caps.items() for k, t in enumerate(ts)))
-    (root / "utt2spk").write_text("".join(f"{c}-{k + 1} {c}\n" for c, ts in caps.items() for k in range(len(ts))))
-    (root / "spk2utt").write_text(
-        "".join(f"{c} {' '.join(f'{c}-{k + 1}' for k in range(len(ts)))}\n" for c, ts in caps.items()))
-    if feats_config is not None:
-        (root / "feats_config.yaml").write_text(yaml.safe_dump(feats_config))
-    return root
+    return tiny_dump_dir(root, feats_config)
 
 
 def _checkpoint(path, rename=None, sampler=None):

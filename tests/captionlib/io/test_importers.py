@@ -1,4 +1,4 @@
-"""Tests of captionlib.visual.importers: self-critical.pytorch npy/npz layouts and one-HDF5 video features."""
+"""Tests of captionlib.io.importers: self-critical.pytorch npy/npz layouts and one-HDF5 video features."""
 
 import os
 
@@ -8,7 +8,7 @@ import pytest
 
 from captionlib.io.datadir import read_scp, write_scp
 from captionlib.io.feats import FeatReader
-from captionlib.visual.importers import default_feats_type, import_feats
+from captionlib.io.importers import default_feats_type, import_feats
 
 RNG = np.random.default_rng(0)
 
