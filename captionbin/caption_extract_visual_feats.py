@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
 from captionlib.utils.cli import get_base_parser, parse_args, str_or_none
-from captionlib.visual import CNN_NAMES, MEDIA_TYPES, OUTPUTS
+from captionlib.visual import CNN_NAMES, MEDIA_TYPES, OUTPUTS, TEMPORAL_POOLS
 
 REQUIRED = ("media_scp", "out_prefix")
 
@@ -49,6 +49,11 @@ def get_parser():
         "the .pt2's for exported)",
     )
     parser.add_argument("--num_frames", type=int, default=20, help="frames sampled uniformly per video")
+    parser.add_argument(
+        "--temporal_pool", default="none", choices=TEMPORAL_POOLS,
+        help="videos: none (one row per sampled frame) or mean (one row per video, the frames' mean: seed 001's "
+        "spatio-temporal mean pooling)",
+    )
     parser.add_argument("--batch_size", type=int, default=16, help="images (or frames of a video) per forward")
     parser.add_argument("--num_threads", type=int, default=1, help="torch threads per job (0: torch default)")
     parser.add_argument("--seed", type=int, default=0, help="random_convnet initialisation seed")

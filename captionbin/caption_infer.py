@@ -1,12 +1,31 @@
 #!/usr/bin/env python3
-"""Caption audio files (or directories of them) with a packed model (``caption_pack``, stage 10).
+"""Caption audio, image or video files (or directories of them) with a packed model
+(``caption_pack``, stage 10).
 
-Reads WAV, FLAC, OGG and MP3 (soundfile; formats it cannot open through PyAV/FFmpeg) at any
-sample rate, mono or stereo: audio is down-mixed and resampled as the model's feature config
-says, and the features are computed by the code of the feature dump, so a clip of the recipe
-gets the caption of stage 8 (same decoding options). Directories are searched recursively for
-``.wav``/``.flac``/``.ogg``/``.mp3`` files (sorted). Decoding options default to those packed
-with the model (the recipe's decode config); the options below override them.
+The packed feature config says what the model captions, and its features are computed by the
+code of the recipe's feature dump, so a clip of the recipe gets the caption of stage 8 (same
+decoding options):
+
+* audio models (``feats_type logmel``): WAV, FLAC, OGG and MP3 (soundfile; formats it cannot
+  open through PyAV/FFmpeg) at any sample rate, mono or stereo: audio is down-mixed and
+  resampled as the model's feature config says;
+* image models (``feats_type cnn``, ``media_type image``): any image Pillow reads (a GIF gives
+  its first frame); a video file is refused;
+* video models (``media_type video``): any video FFmpeg reads, and animated GIFs (decoded as
+  stage 2 decodes them, :mod:`captionlib.visual.media`), the packed number of frames sampled
+  uniformly in time (a still image is a one-frame video).
+
+The CNN of an image/video model comes from the archive (``random_convnet``: its seed;
+``exported``: the packed ``.pt2``); the weights of a torchvision CNN are not packed: they are
+looked for where they were packed from and in torchvision's cache
+(``$TORCH_HOME/hub/checkpoints``), or given with ``--cnn_weights``; they must be the packed file
+(SHA-256), and torchvision must be installed.
+
+Directories are searched recursively for the files the model captions (audio:
+``.wav``/``.flac``/``.ogg``/``.mp3``/``.m4a``; image and video models: their extensions, see
+:data:`captionlib.pretrained.IMAGE_EXTENSIONS` / ``VIDEO_EXTENSIONS``), sorted. Decoding options
+default to those packed with the model (the recipe's decode config); the options below override
+them.
 
 Output (``--output``, default stdout): TSV with a header, ``file<TAB>caption`` per file (plus
 ``caption_k<TAB>score_k`` columns with ``--nbest N``), or JSON (``--format json`` or an output
@@ -19,6 +38,8 @@ Usage:
         --output captions.tsv my_recordings/ street.mp3
     python -m captionbin.caption_infer --model packed.zip --beam_size 3 --nbest 3 \\
         --output captions.json a.wav b.flac
+    python -m captionbin.caption_infer --model exp/xe_y/packed/valid.cider_d.best.zip \\
+        image.jpg video.mp4 anim.gif   # a video model; an image model: images only
 """
 
 import logging
@@ -26,15 +47,16 @@ import sys
 from typing import Optional, Sequence
 
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.cli import get_base_parser, parse_args, str2bool
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool, str_or_none
 
 PROGRESS_MIN_FILES = 20  # a progress bar for longer lists
 
 
 def get_parser():
     """Return the argument parser of caption_infer."""
-    parser = get_base_parser("Caption audio files with a packed model")
-    parser.add_argument("inputs", nargs="*", help="audio files or directories (searched recursively)")
+    parser = get_base_parser("Caption audio, image or video files with a packed model")
+    parser.add_argument("inputs", nargs="*",
+                        help="files or directories (searched recursively for the files the model captions)")
     parser.add_argument("--model", default=None, help="(required) packed model (.zip) written by caption_pack")
     parser.add_argument("--output", default="-", help="output file; '-': stdout")
     parser.add_argument("--format", default=None, choices=("tsv", "json"),
@@ -46,7 +68,12 @@ def get_parser():
     parser.add_argument("--nbest", type=int, default=0,
                         help="N > 0: also write the N best hypotheses of a beam of width max(beam_size, N) "
                              "with their scores (sum of log-probs, what the beam ranks by)")
-    parser.add_argument("--ngpu", type=int, default=0, help="0: CPU; 1: the first CUDA device")
+    parser.add_argument("--ngpu", type=int, default=0,
+                        help="0: CPU; 1: the first CUDA device (the captioner; a CNN runs on the CPU, as stage 2)")
+    parser.add_argument("--cnn_weights", type=str_or_none, default=None,
+                        help="weights file of the torchvision CNN of an image/video model (default: where it "
+                             "was packed from, else torchvision's cache $TORCH_HOME/hub/checkpoints); must be "
+                             "the packed file (SHA-256)")
     parser.add_argument("--num_threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
     parser.add_argument("--skip_bad", type=str2bool, default=False,
                         help="exit 0 even if some files could not be read (they are still reported and left out)")
@@ -58,7 +85,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, ("model",))
     if not args.inputs:
-        parser.error("no input audio files or directories given")
+        parser.error("no input files or directories given")
     try:
         check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest)
     except ValueError as e:
@@ -71,17 +98,17 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     if args.num_threads > 0:
         torch.set_num_threads(args.num_threads)
     fmt = args.format or ("json" if args.output.lower().endswith(".json") else "tsv")
-    files = find_audio_files(args.inputs)
-    if not files:
-        logging.error("no audio files in %s", " ".join(args.inputs))
-        sys.exit(1)
     try:
         captioner = PretrainedCaptioner.from_pretrained(
-            args.model, ngpu=args.ngpu, beam_size=args.beam_size, max_len=args.max_len,
-            length_penalty=args.length_penalty, batch_size=args.batch_size,
+            args.model, ngpu=args.ngpu, cnn_weights=args.cnn_weights, beam_size=args.beam_size,
+            max_len=args.max_len, length_penalty=args.length_penalty, batch_size=args.batch_size,
         )
-    except (ValueError, FileNotFoundError, RuntimeError) as e:  # RuntimeError: --ngpu without a GPU
+    except (ValueError, FileNotFoundError, RuntimeError) as e:  # RuntimeError: --ngpu without a GPU, no torchvision
         logging.error("%s", e)
+        sys.exit(1)
+    files = find_audio_files(args.inputs, tuple("." + e for e in captioner.extensions))
+    if not files:
+        logging.error("no %s files in %s", captioner.media, " ".join(args.inputs))
         sys.exit(1)
     logging.info("captioning %d files with %s (%s)", len(files), args.model,
                  ", ".join(f"{k} {v}" for k, v in captioner.decode_config.items()))

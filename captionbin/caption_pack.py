@@ -2,12 +2,17 @@
 """Pack a trained model into one zip archive that needs nothing else from the recipe (stage 10).
 
 The archive holds the model file, the resolved training config, the token list (or BPE
-model), the feature config resolved as ``caption_dump_feats --config <feats_config>
---print_config`` prints it, the normalisation statistics, the CIDEr-D document frequencies,
-the decoding options of ``caption_decode --config <decode_config> <decode_args>``, and a
-``manifest.json`` (recipe, git revision, UTC date, sample rates of the training audio, the
-metrics of ``--score_json``, and each file's size and SHA-256); see
-:mod:`captionlib.pretrained`. ``captionbin.caption_infer`` captions audio files with it.
+model), the feature config resolved as the feature binary's ``--print_config`` prints it
+(``caption_dump_feats`` for ``--feats_type logmel``; ``caption_extract_visual_feats`` for
+``--feats_type cnn``, with ``--media_type``), the normalisation statistics, the CIDEr-D document
+frequencies, the decoding options of ``caption_decode --config <decode_config> <decode_args>``,
+and a ``manifest.json`` (recipe, git revision, UTC date, sample rates of the training audio, the
+metrics of ``--score_json``, and each file's size and SHA-256); see :mod:`captionlib.pretrained`.
+For a CNN the archive holds what it needs: ``random_convnet`` its seed (in the feature config),
+``exported`` the ``.pt2`` file itself, a torchvision name only the name, size and SHA-256 of its
+weights file (not packed: ``caption_infer`` finds it in torchvision's cache, see
+:func:`captionlib.pretrained.find_cnn_weights`). ``captionbin.caption_infer`` captions audio, image
+or video files with it.
 
 Usage:
     python -m captionbin.caption_pack --model_file exp/xe_x/valid.cider_d.best.pth \\
@@ -15,6 +20,9 @@ Usage:
         --cider_df exp/stats_logmel/cider_df.npz --train_wav_scp data/development/wav.scp \\
         --decode_config conf/decode.yaml --score_json exp/xe_x/decode_x/evaluation/score.json \\
         --output exp/xe_x/packed/valid.cider_d.best.zip
+    python -m captionbin.caption_pack --feats_type cnn --media_type video \\
+        --feats_config conf/feats_cnn.yaml --model_file exp/xe_y/valid.cider_d.best.pth ... \\
+        --output exp/xe_y/packed/valid.cider_d.best.zip
 """
 
 import json
@@ -28,8 +36,11 @@ from typing import Optional, Sequence
 from captionlib.utils.cli import config_dict, get_base_parser, parse_args, str2bool, str_or_none
 
 REQUIRED = ("model_file", "feats_config", "feats_stats", "cider_df", "output")
-# options of a caption_dump_feats job, not of the features: left out of the packed feature config
-JOB_OPTIONS = ("wav_scp", "out_prefix", "filetype", "write_num_frames", "log_interval", "num_threads", "log_level")
+# options of a caption_dump_feats / caption_extract_visual_feats job, not of the features: left
+# out of the packed feature config
+JOB_OPTIONS = ("wav_scp", "media_scp", "out_prefix", "filetype", "write_num_frames", "log_interval", "num_threads",
+               "log_level")
+FEATS_TYPES = ("logmel", "cnn")
 
 
 def get_parser():
@@ -38,7 +49,14 @@ def get_parser():
     parser.add_argument("--model_file", default=None, help="(required) model file written by training (.pth)")
     parser.add_argument("--train_config", type=str_or_none, default=None,
                         help="resolved training config (default: config.yaml beside --model_file)")
-    parser.add_argument("--feats_config", default=None, help="(required) feature config of caption_dump_feats")
+    parser.add_argument("--feats_type", default="logmel", choices=FEATS_TYPES,
+                        help="logmel: audio (caption_dump_feats); cnn: images or videos (caption_extract_visual_feats)")
+    parser.add_argument("--feats_config", default=None,
+                        help="(required) feature config of caption_dump_feats (logmel) or "
+                             "caption_extract_visual_feats (cnn)")
+    parser.add_argument("--media_type", default=None, choices=("image", "video"),
+                        help="(required with --feats_type cnn) what the training data dir lists: image "
+                             "(image.scp) or video (video.scp)")
     parser.add_argument("--feats_stats", default=None, help="(required) exp/stats_<feats_tag>/feats_stats.npz")
     parser.add_argument("--cider_df", default=None, help="(required) exp/stats_<feats_tag>/cider_df.npz")
     parser.add_argument("--trust_pickle", type=str2bool, default=False,
@@ -67,17 +85,35 @@ def _resolved(parser, config: Optional[str], args: Sequence[str] = ()) -> dict:
     return config_dict(parser.parse_args((["--config", config] if config else []) + list(args)))
 
 
+def _feats_config(feats_type: str, config: str, media_type: Optional[str]) -> dict:
+    """The packed feature config: ``config`` resolved by the feature binary of ``feats_type``,
+    without its job options, with ``feats_type`` (and, for ``cnn``, ``media_type``) set.
+
+    Raises:
+        ValueError: ``cnn`` without ``media_type``; FileNotFoundError: no ``config``.
+    """
+    if feats_type == "cnn":
+        if media_type is None:
+            raise ValueError("--feats_type cnn needs --media_type image or video (the training data's media)")
+        from captionbin.caption_extract_visual_feats import get_parser as feats_parser
+    else:
+        from captionbin.caption_dump_feats import get_parser as feats_parser
+    resolved = {"feats_type": feats_type, **_resolved(feats_parser(), config)}
+    for key in JOB_OPTIONS:
+        resolved.pop(key, None)
+    if feats_type == "cnn":
+        resolved["media_type"] = media_type
+    return resolved
+
+
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_pack."""
     args = parse_args(get_parser(), cmd, REQUIRED)
     from captionbin.caption_decode import get_parser as decode_parser
-    from captionbin.caption_dump_feats import get_parser as feats_parser
     from captionlib.pretrained import audio_sample_rates, pack_model
 
     try:
-        feats_config = _resolved(feats_parser(), args.feats_config)
-        for key in JOB_OPTIONS:
-            feats_config.pop(key, None)
+        feats_config = _feats_config(args.feats_type, args.feats_config, args.media_type)
         decode_config = None
         if args.decode_config is not None or args.decode_args:
             decode_config = _resolved(decode_parser(), args.decode_config,

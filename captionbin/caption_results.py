@@ -13,6 +13,8 @@ deterministic.
 Usage:
     python -m captionbin.caption_results --exp_dir exp --output RESULTS.md
     python -m captionbin.caption_results --exp_dir egs/mini_clotho/exp --output /tmp/RESULTS.md
+    python -m captionbin.caption_results --exp_dir exp --output RESULTS.md \
+        --compare xe_train_xe_cnn10_logmel_word=xe_train_xe_cnn10_pretrained_logmel_word
 """
 
 import logging
@@ -29,16 +31,20 @@ def get_parser():
     parser.add_argument("--output", required=True, help="markdown file to write (e.g. RESULTS.md)")
     parser.add_argument("--command", default=None,
                         help="the command that made the experiments, written under the title")
+    parser.add_argument("--compare", action="append", default=[],
+                        help="<baseline>=<model>: also compare two models of the table (seed-group names) by the "
+                             "paired bootstrap, seed by seed (repeatable; a pair without runs is logged and left out)")
     return parser
 
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``. Bad input exits 1 naming the file."""
     args = parse_args(get_parser(), cmd)
-    from captionlib.report.results import write_results
+    from captionlib.report.results import parse_compare, write_results
 
     try:
-        write_results(exp_dir=args.exp_dir, output=args.output, command=args.command)
+        write_results(exp_dir=args.exp_dir, output=args.output, command=args.command,
+                      compare=[parse_compare(c) for c in args.compare])
     except (ValueError, FileNotFoundError) as e:
         logging.error("%s", e)
         sys.exit(1)

@@ -1,4 +1,5 @@
-"""Packed models: one zip archive per trained model, and captioning of any audio file with it.
+"""Packed models: one zip archive per trained model, and captioning of audio, image and video
+files with it.
 
 :func:`pack_model` (stage 10, ``captionbin.caption_pack``) writes everything a model needs
 outside the recipe into one zip archive:
@@ -8,13 +9,18 @@ member                    content
 ========================  ================================================================
 ``manifest.json``         format/version, recipe, git revision, UTC date, the source model
                           file, the metrics of the decode it was packed from (score.json),
-                          the sample rates of the training audio, and every member's size
-                          and SHA-256
+                          the sample rates of the training audio, the torchvision CNN
+                          weights file the features need (name, size, SHA-256), and every
+                          member's size and SHA-256
 ``model.pth``             the self-describing model file written by the trainers (state
                           dict, ``model_conf``, ``token_list`` [, ``bpe_proto``]), unchanged
 ``config.yaml``           the resolved training config of the model dir
 ``tokens.txt``            the token list (``bpe.model`` too for BPE tokens)
-``feats_config.yaml``     the resolved feature config (``caption_dump_feats --print_config``)
+``feats_config.yaml``     the resolved feature config: ``caption_dump_feats --print_config``
+                          (``feats_type: logmel``) or ``caption_extract_visual_feats
+                          --print_config`` with ``feats_type: cnn`` and the ``media_type``
+                          (``image`` or ``video``) of the training data
+``cnn.pt2``               ``cnn: exported`` only: the ``torch.export`` backbone file, copied
 ``feats_stats.npz``       the global mean/std of the train features (also in the model's buffers)
 ``cider_df.npz``          the CIDEr-D document frequencies of the train references
                           (``cider_df.pkl``, a pickle, in archives of older versions)
@@ -22,11 +28,21 @@ member                    content
                           length_penalty) used at packing time, if given
 ========================  ================================================================
 
-:class:`PretrainedCaptioner` loads such an archive and captions audio files with exactly the
-code of the recipe: :func:`captionlib.audio.io.load_audio` and
-:class:`captionlib.audio.features.LogMel` with the packed options (stage 2), then
-:func:`captionlib.decode.inference.caption_batch` (stage 8), so a clip of the recipe gets the
-caption of stage 8.
+:class:`PretrainedCaptioner` loads such an archive and captions files with exactly the code of
+the recipe's stage 2, then :func:`captionlib.decode.inference.caption_batch` (stage 8), so a clip
+of the recipe gets the caption of stage 8:
+
+* ``logmel``: :func:`captionlib.audio.io.load_audio` and :class:`captionlib.audio.features.LogMel`
+  with the packed options;
+* ``cnn``: :func:`captionlib.visual.media.load_image_tensor` (``media_type: image``) or
+  :func:`captionlib.visual.media.load_video_tensor` (``video``; animated GIFs too) and
+  :func:`captionlib.visual.cnn.cnn_features`, on the CPU, with the packed backbone:
+  ``random_convnet`` rebuilt from its seed, ``exported`` loaded from ``cnn.pt2`` with
+  :func:`captionlib.visual.cnn.load_exported` (a ``torch.export`` program: nothing is
+  unpickled), a torchvision name built with torchvision from a weights file that is NOT packed
+  (public, large): it is looked for at the path it was packed from, then in torchvision's
+  download cache ``<torch.hub.get_dir()>/checkpoints/<file name>``, or given by the caller,
+  and must have the packed SHA-256 (see :func:`find_cnn_weights`).
 
 Example:
     >>> from captionlib.pretrained import PretrainedCaptioner
@@ -72,6 +88,15 @@ DECODE_CONFIG = "decode_config.yaml"
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
 # Options of captionlib.audio.features.LogMel in a feature config.
 LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "dtype", "log", "pad_mode")
+# Options of caption_extract_visual_feats in a feature config of feats_type cnn.
+VISUAL_KEYS = ("media_type", "cnn", "cnn_weights", "output", "image_size", "num_frames", "batch_size", "seed")
+#: keys of such a config added later, with the value that archives made before them mean
+VISUAL_DEFAULTS = {"temporal_pool": "none"}
+CNN_MEMBER = "cnn.pt2"  # the torch.export backbone of a feature config with cnn: exported
+# File extensions caption_infer looks for in directories, per media type of the model (a GIF
+# animation is a video to a video model, load_video_tensor decodes it; an image model reads its first frame).
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "bmp", "gif", "tif", "tiff", "webp", "ppm", "pgm")
+VIDEO_EXTENSIONS = ("mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg", "mpeg", "wmv", "flv", "ogv", "3gp", "gif")
 POOL_BATCHES = 8  # batches of features computed (and sorted by length) at a time
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive (npz, torch files, packed models)
 
@@ -127,7 +152,11 @@ def pack_model(
         output: the zip archive to write (e.g. ``<model_dir>/packed/valid.cider_d.best.zip``).
         model_file: a model file written by the trainers.
         train_config: the model dir's resolved ``config.yaml``.
-        feats_config: the resolved feature config (``caption_dump_feats --print_config``).
+        feats_config: the resolved feature config: ``caption_dump_feats --print_config``
+            (``feats_type`` ``logmel``, the default), or ``caption_extract_visual_feats
+            --print_config`` with ``feats_type: cnn`` and ``media_type`` (``image``/``video``)
+            set; its ``cnn_weights`` (a relative path is taken from the current directory) is
+            packed for ``cnn: exported`` and recorded (name, size, SHA-256) for torchvision names.
         feats_stats: ``feats_stats.npz`` (mean/std); cider_df: ``cider_df.npz``.
         train_sample_rates: ``{Hz: files}`` of the training audio (:func:`audio_sample_rates`);
             lets inference resample when the feature config has ``fs: null``.
@@ -141,16 +170,17 @@ def pack_model(
         The path of the archive.
 
     Raises:
-        FileNotFoundError: a missing input file (named).
+        FileNotFoundError: a missing input file (named), the CNN weights file included.
         ValueError: a model file or document-frequency file that is not one, or needs unsafe
-            loading (named), or a log-mel feature config whose ``n_mels`` differs from the
-            model's input dimension.
+            loading (named); a feature config whose dimension differs from the model's input
+            dimension (log-mel ``n_mels``; the CNN's channels, except for torchvision names,
+            which are not built at packing time); an unknown ``feats_type`` or ``media_type``.
     """
     for f in (model_file, train_config, feats_stats, cider_df):
         if not Path(f).is_file():
             raise FileNotFoundError(f"{f}: no such file (needed to pack {model_file})")
-    members = _pack_members(model_file, train_config, feats_config, feats_stats, cider_df, decode_config,
-                            trust_pickle)
+    members, extra = _pack_members(model_file, train_config, feats_config, feats_stats, cider_df, decode_config,
+                                   trust_pickle)
     manifest = {
         "format": PACKED_FORMAT,
         "version": PACKED_VERSION,
@@ -160,6 +190,7 @@ def pack_model(
         "model_file": str(model_file),
         "metrics": dict(metrics) if metrics is not None else None,
         "train_sample_rates": {str(k): int(v) for k, v in (train_sample_rates or {}).items()},
+        **extra,
     }
     output = write_packed(output, manifest, members)
     logging.info("packed %s (%d files, %.1f MB) into %s", model_file, len(members), output.stat().st_size / 1e6, output)
@@ -168,27 +199,36 @@ def pack_model(
 
 def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Mapping[str, Any],
                   feats_stats: PathLike, cider_df: PathLike, decode_config: Optional[Mapping[str, Any]],
-                  trust_pickle: bool) -> Dict[str, bytes]:
-    """All members of a packed model but the manifest (arguments as :func:`pack_model`), each
-    input checked: the model file loads, its input dimension fits a log-mel feature config,
-    the document frequencies load.
+                  trust_pickle: bool) -> Tuple[Dict[str, bytes], Dict[str, Any]]:
+    """All members of a packed model but the manifest, and the manifest entries of the front
+    end (arguments as :func:`pack_model`), each input checked: the model file loads, its input
+    dimension fits the feature config, the document frequencies load.
 
     Raises:
-        ValueError: as :func:`pack_model`.
+        ValueError, FileNotFoundError: as :func:`pack_model`.
     """
     from captionlib.models.captioner import load_model_file, model_feats_dim
     from captionlib.text.tokenizer import Tokenizer
 
     _, obj = load_model_file(str(model_file))
     dim = model_feats_dim(obj["model_conf"])
-    if feats_config.get("feats_type", "logmel") == "logmel" and int(feats_config.get("n_mels", dim)) != dim:
+    feats_type = feats_config.get("feats_type", "logmel")
+    members: Dict[str, bytes] = {}
+    extra: Dict[str, Any] = {}
+    if feats_type == "cnn":
+        members, extra = _visual_members(feats_config, dim, str(model_file))
+    elif feats_type != "logmel":
+        raise ValueError(f"{model_file}: feats_type {feats_type!r} cannot be packed: caption_infer computes "
+                         "logmel (audio) or cnn (image/video) features, not features made elsewhere (import)")
+    elif int(feats_config.get("n_mels", dim)) != dim:
         raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config has "
                          f"n_mels {feats_config.get('n_mels')}")
-    members: Dict[str, bytes] = {
+    members = {
         MODEL: Path(model_file).read_bytes(),
         TRAIN_CONFIG: Path(train_config).read_bytes(),
         TOKENS: "".join(t + "\n" for t in obj["token_list"]).encode("utf-8"),
         FEATS_CONFIG: yaml.safe_dump(dict(feats_config), sort_keys=False).encode("utf-8"),
+        **members,
         FEATS_STATS: Path(feats_stats).read_bytes(),
         CIDER_DF: _cider_df_npz(cider_df, trust_pickle),
     }
@@ -197,7 +237,45 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
     if decode_config is not None:
         dec = {k: decode_config[k] for k in DECODE_DEFAULTS if k in decode_config}
         members[DECODE_CONFIG] = yaml.safe_dump(dec, sort_keys=False).encode("utf-8")
-    return members
+    return members, extra
+
+
+def _visual_members(feats_config: Mapping[str, Any], dim: int, model_file: str
+                    ) -> Tuple[Dict[str, bytes], Dict[str, Any]]:
+    """The CNN of a ``feats_type: cnn`` feature config: ``{cnn.pt2: bytes}`` for ``exported``,
+    the manifest entry ``cnn_weights`` (``file``, ``path`` made absolute, ``bytes``,
+    ``sha256``) for torchvision names, nothing for ``random_convnet`` (its seed is in the
+    config). The backbone is built (but for torchvision names) and its channels checked
+    against the model's input dimension ``dim``.
+
+    Raises:
+        FileNotFoundError: the ``cnn_weights`` file is missing (named).
+        ValueError: naming ``model_file``: a bad ``media_type``/``cnn``, no ``cnn_weights``
+            where one is needed, a ``.pt2`` that is no ``torch.export`` program, or a CNN
+            whose channels differ from ``dim``.
+    """
+    from captionlib.visual import TORCHVISION_NAMES
+
+    VisualFrontEnd.check_config(feats_config, model_file)
+    cnn, weights = feats_config["cnn"], feats_config["cnn_weights"]
+    members: Dict[str, bytes] = {}
+    extra: Dict[str, Any] = {}
+    if cnn == "exported" or cnn in TORCHVISION_NAMES:
+        if not weights:
+            raise ValueError(f"{model_file}: the feature config has cnn {cnn} but no cnn_weights")
+        if not os.path.isfile(weights):
+            raise FileNotFoundError(f"{weights}: no such CNN weights file (cnn_weights of the feature config)")
+        if cnn == "exported":
+            members[CNN_MEMBER] = Path(weights).read_bytes()
+        else:
+            extra["cnn_weights"] = {"file": os.path.basename(weights), "path": os.path.abspath(weights),
+                                    "bytes": os.path.getsize(weights), "sha256": _sha256_file(weights)}
+            return members, extra
+    got = VisualFrontEnd(feats_config, exported=members.get(CNN_MEMBER), name=weights or model_file).feats_dim()
+    if got != dim:
+        raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config's CNN ({cnn}, "
+                         f"output {feats_config.get('output')}) gives {got}")
+    return members, extra
 
 
 def _cider_df_npz(path: PathLike, trust_pickle: bool = False) -> bytes:
@@ -274,7 +352,8 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
 
 def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tuple("." + e for e in AUDIO_EXTENSIONS)
                      ) -> List[str]:
-    """Expand files and directories into a list of audio files.
+    """Expand files and directories into a list of input files (audio files by default;
+    :attr:`PretrainedCaptioner.extensions` gives a packed model's).
 
     A directory is walked recursively for files whose extension (any case) is in
     ``extensions``, sorted by path; anything else is kept as given, in order (a missing or
@@ -294,7 +373,7 @@ def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tup
             os.path.join(root, name) for root, _, names in os.walk(item) for name in names if name.lower().endswith(exts)
         )
         if not found:
-            logging.warning("%s: no audio files (%s) in this directory", item, " ".join(exts))
+            logging.warning("%s: no files with the extensions %s in this directory", item, " ".join(exts))
         out += found
     return out
 
@@ -317,38 +396,78 @@ class CaptionResult:
     error: Optional[str] = None
 
 
-class PretrainedCaptioner:
-    """A packed model ready to caption audio files.
+def find_cnn_weights(feats_config: Mapping[str, Any], manifest: Mapping[str, Any],
+                     given: Optional[PathLike] = None, name: str = "packed model") -> str:
+    """The weights file of a packed model whose feature config names a torchvision CNN.
 
-    Build it with :meth:`from_pretrained`. Features are computed as stage 2 computes them
-    (:func:`~captionlib.audio.io.load_audio`: mono mixdown, soxr resampling to the feature
-    config's ``fs``; :class:`~captionlib.audio.features.LogMel` with the packed options).
-    When the feature config has ``fs: null`` and all training audio had one sample rate,
-    audio at another rate is resampled to it.
+    Such weights are not packed (public, large, the user's torchvision cache). Looked for, in
+    order: ``given`` alone if set; else the absolute path they were packed from (manifest
+    ``cnn_weights.path``), the feature config's ``cnn_weights``, and torchvision's download
+    cache ``<torch.hub.get_dir()>/checkpoints/<file name>`` (``$TORCH_HOME/hub/checkpoints``).
+    The file must have the packed SHA-256, so that the features are stage 2's.
+
+    Returns:
+        The path of the file.
+
+    Raises:
+        FileNotFoundError: naming ``name``, the file and every place looked at, and where to put it.
+        ValueError: only files with another SHA-256 were found (named).
+    """
+    import torch
+
+    record = manifest.get("cnn_weights") or {}
+    file = record.get("file") or os.path.basename(feats_config.get("cnn_weights") or "")
+    cache = os.path.join(torch.hub.get_dir(), "checkpoints")
+    places = [os.fspath(given)] if given else [record.get("path"), feats_config.get("cnn_weights"),
+                                               os.path.join(cache, file) if file else None]
+    places = list(dict.fromkeys(p for p in places if p))
+    wrong = []
+    for path in places:
+        if os.path.isfile(path):
+            if not record.get("sha256") or _sha256_file(path) == record["sha256"]:
+                return path
+            wrong.append(path)
+    if wrong:
+        raise ValueError(f"{name}: {', '.join(wrong)}: not the {feats_config.get('cnn')} weights the model was "
+                         f"trained with (their SHA-256 differs from the packed {record['sha256']})")
+    raise FileNotFoundError(
+        f"{name}: its {feats_config.get('cnn')} CNN weights {file or '(no file name packed)'} are not in the archive "
+        f"(torchvision weights are the user's) and are not at {', '.join(places) or 'any known place'}: put the "
+        f"file into torchvision's cache {cache} (a torchvision checkpoint downloads from "
+        f"https://download.pytorch.org/models/{file}) or give its path (caption_infer --cnn_weights)")
+
+
+def _sha256_file(path: PathLike) -> str:
+    """The SHA-256 hex digest of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class AudioFrontEnd:
+    """Log-mel features of audio files as stage 2 computes them.
+
+    :func:`~captionlib.audio.io.load_audio` (mono mixdown, soxr resampling to the feature config's
+    ``fs``) and :class:`~captionlib.audio.features.LogMel` with the packed options. When the
+    feature config has ``fs: null`` and all training audio had one sample rate, audio at another
+    rate is resampled to it.
 
     Attributes:
-        model: the Captioner (eval mode, on ``device``); tokenizer: its token list.
-        manifest: the archive's manifest; feats_config: the resolved feature config.
-        decode_config: decoding options (:data:`DECODE_DEFAULTS` keys), packed or overridden.
-        sample_rate: the rate in Hz audio is resampled to, or ``None`` (each file's own).
+        extractor: the LogMel; sample_rate: the rate in Hz audio is resampled to, or ``None``
+            (each file's own); media: ``"audio"``; extensions: :data:`AUDIO_EXTENSIONS`.
     """
 
-    def __init__(self, model, tokenizer, feats_config: Mapping[str, Any], manifest: Mapping[str, Any],
-                 decode_config: Mapping[str, Any], device, name: str = "packed model"):
+    media = "audio"
+    extensions = AUDIO_EXTENSIONS
+
+    def __init__(self, feats_config: Mapping[str, Any], train_sample_rates: Mapping[str, int],
+                 name: str = "packed model"):
         from captionlib.audio.features import LogMel
 
-        if feats_config.get("feats_type", "logmel") != "logmel":
-            raise ValueError(f"{name}: feats_type {feats_config.get('feats_type')!r}: only log-mel (audio) "
-                             "models caption audio files")
-        self.model, self.tokenizer, self.device, self.name = model, tokenizer, device, name
-        self.feats_config, self.manifest = dict(feats_config), dict(manifest)
-        self.decode_config = {**DECODE_DEFAULTS, **decode_config}
-        try:
-            check_decode_options(**{k: self.decode_config[k] for k in DECODE_DEFAULTS})
-        except ValueError as e:
-            raise ValueError(f"{name}: {e}") from None
         self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
-        rates = sorted(int(r) for r in (manifest.get("train_sample_rates") or {}))
+        rates = sorted(int(r) for r in train_sample_rates)
         self.sample_rate: Optional[int] = feats_config.get("fs")
         if self.sample_rate is not None:
             logging.info("%s: audio is resampled to %d Hz (feature config fs)", name, self.sample_rate)
@@ -360,25 +479,228 @@ class PretrainedCaptioner:
             logging.info("%s: features at each file's own sample rate (fs: null; training audio at %s Hz)",
                          name, ", ".join(map(str, rates)) or "unknown")
 
+    def __call__(self, path: PathLike) -> np.ndarray:
+        """Float32 ``(frames, n_mels)`` of one audio file.
+
+        Raises:
+            FileNotFoundError / ValueError: naming ``path``: missing, unreadable, empty (0 samples)
+                or non-finite audio (see :func:`~captionlib.audio.io.load_audio`).
+        """
+        from captionlib.audio.io import load_audio
+
+        wave, rate = load_audio(path, fs=self.sample_rate)
+        try:
+            return self.extractor(wave, rate)
+        except ValueError as e:
+            raise ValueError(f"{os.fspath(path)}: {e}") from None
+
+
+class VisualFrontEnd:
+    """CNN features of image or video files as stage 2 (``caption_extract_visual_feats``)
+    computes them, on the CPU.
+
+    ``media_type: image``: :func:`~captionlib.visual.media.load_image_tensor` (Pillow; a GIF gives
+    its first frame), then ``(1, C)`` (``pooled``) or ``(H'W', C)`` (``grid``). ``video``:
+    :func:`~captionlib.visual.media.load_video_tensor` (PyAV: any container FFmpeg reads; animated
+    GIFs through Pillow; ``num_frames`` frames sampled uniformly in time), ``batch_size`` frames
+    per forward as stage 2, then ``(T, C)``. Each image runs through the CNN alone, so its
+    features do not depend on the other files; stage 2 runs ``batch_size`` images per forward,
+    which can change a CNN's float results in the last bits (e.g. 5e-7), not more.
+
+    Args:
+        feats_config: the resolved ``feats_type: cnn`` feature config (:data:`VISUAL_KEYS`).
+        exported: the bytes of the ``.pt2`` backbone (``cnn: exported``).
+        weights: the state-dict file of a torchvision backbone (:func:`find_cnn_weights`).
+        name: the packed model, for messages.
+
+    Attributes:
+        backbone: the CNN, (B, 3, S, S) -> (B, C, H', W'); image_size: S in pixels (the
+            feature config's, else the backbone's own, as stage 2); media: ``"image"`` or
+            ``"video"``; extensions: :data:`IMAGE_EXTENSIONS` or :data:`VIDEO_EXTENSIONS`.
+
+    Raises:
+        ValueError: naming ``name``: a feature config lacking a key, with an unknown
+            ``media_type``/``cnn``/``output`` or ``grid`` for video; no backbone file where one
+            is needed; a ``.pt2`` that is no ``torch.export`` program.
+        FileNotFoundError, RuntimeError: of :func:`captionlib.visual.cnn.build_backbone`
+            (a missing weights file; torchvision cannot be imported).
+    """
+
+    def __init__(self, feats_config: Mapping[str, Any], exported: Optional[bytes] = None,
+                 weights: Optional[PathLike] = None, name: str = "packed model"):
+        from captionlib.visual import TORCHVISION_NAMES, default_image_size
+        from captionlib.visual.cnn import build_backbone
+
+        conf = self.check_config(feats_config, name)
+        self.name, self.media, self.cnn, self.output = name, conf["media_type"], conf["cnn"], conf["output"]
+        self.num_frames, self.batch_size = int(conf["num_frames"]), int(conf["batch_size"])
+        self.temporal_pool = conf["temporal_pool"]
+        self.extensions = IMAGE_EXTENSIONS if self.media == "image" else VIDEO_EXTENSIONS
+        exported_size = None
+        if self.cnn == "exported":
+            if exported is None:
+                raise ValueError(f"{name}: cnn exported, but no {CNN_MEMBER} (the backbone) is packed")
+            self.backbone, meta = _load_exported_bytes(exported, f"{name} (member {CNN_MEMBER})")
+            exported_size = meta.get("image_size")
+        elif self.cnn in TORCHVISION_NAMES:
+            if weights is None:
+                raise ValueError(f"{name}: cnn {self.cnn} needs its weights file (see find_cnn_weights)")
+            self.backbone = build_backbone(self.cnn, weights)
+        else:
+            self.backbone = build_backbone(self.cnn, seed=int(conf["seed"]))
+        self.image_size = int(conf["image_size"] or default_image_size(self.cnn, exported_size))
+
+    @staticmethod
+    def check_config(feats_config: Mapping[str, Any], name: str = "packed model") -> Dict[str, Any]:
+        """The :data:`VISUAL_KEYS` (and :data:`VISUAL_DEFAULTS`) of a ``feats_type: cnn`` feature
+        config, checked as stage 2 checks them.
+
+        Raises:
+            ValueError: naming ``name``: a missing key, an unknown ``media_type``, ``cnn`` or
+                ``output``, or ``grid`` for video.
+        """
+        from captionlib.visual import CNN_NAMES, MEDIA_TYPES, OUTPUTS, TEMPORAL_POOLS
+
+        missing = [k for k in VISUAL_KEYS if k not in feats_config]
+        if missing:
+            raise ValueError(f"{name}: the feature config lacks {missing} (a resolved caption_extract_visual_feats "
+                             "config with media_type is expected)")
+        conf = {k: feats_config[k] for k in VISUAL_KEYS}
+        conf.update({k: feats_config.get(k, default) for k, default in VISUAL_DEFAULTS.items()})
+        for key, choices in (("media_type", MEDIA_TYPES), ("cnn", CNN_NAMES), ("output", OUTPUTS),
+                             ("temporal_pool", TEMPORAL_POOLS)):
+            if conf[key] not in choices:
+                raise ValueError(f"{name}: feature config: {key} must be one of {choices}, got {conf[key]!r}")
+        if conf["media_type"] == "video" and conf["output"] != "pooled":
+            raise ValueError(f"{name}: feature config: video features are pooled per frame, got output "
+                             f"{conf['output']}")
+        return conf
+
+    def __call__(self, path: PathLike) -> np.ndarray:
+        """Float32 features of one file: ``(1, C)`` / ``(H'W', C)`` (image), ``(T, C)`` (video; ``(1,
+        C)`` with ``temporal_pool: mean``).
+
+        Raises:
+            FileNotFoundError / ValueError: naming ``path``: missing or undecodable, or (image
+                models) a video file.
+        """
+        from captionlib.visual.cnn import cnn_features, video_features
+        from captionlib.visual.media import load_image_tensor, load_video_tensor
+
+        path = os.fspath(path)
+        if self.media == "image":
+            ext = os.path.splitext(path)[1].lower().lstrip(".")
+            if ext in VIDEO_EXTENSIONS and ext not in IMAGE_EXTENSIONS:
+                raise ValueError(f"{path}: a video, but {self.name} was trained on images (media_type image): "
+                                 "it captions image files")
+            feats = cnn_features(self.backbone, load_image_tensor(path, self.image_size)[None], self.output)[0]
+            return feats.reshape(-1, feats.shape[-1]).numpy()
+        frames = load_video_tensor(path, self.num_frames, self.image_size)
+        return video_features(self.backbone, frames, self.batch_size, self.temporal_pool).numpy()
+
+    def feats_dim(self) -> int:
+        """C, the feature dimension: the backbone's channels (one forward of a black image)."""
+        import torch
+
+        from captionlib.visual.cnn import cnn_features
+
+        return int(cnn_features(self.backbone, torch.zeros(1, 3, self.image_size, self.image_size)).shape[-1])
+
+
+def _load_exported_bytes(data: bytes, name: str):
+    """:func:`captionlib.visual.cnn.load_exported` of a ``.pt2`` held in memory (written to a
+    temporary file, removed after loading).
+
+    Returns:
+        ``(module, meta)``.
+
+    Raises:
+        ValueError: naming ``name``: not a ``torch.export`` program.
+    """
+    import tempfile
+
+    from captionlib.visual.cnn import load_exported
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, CNN_MEMBER)
+        Path(path).write_bytes(data)
+        try:
+            return load_exported(path)
+        except ValueError as e:
+            raise ValueError(str(e).replace(path, name)) from None
+
+
+class PretrainedCaptioner:
+    """A packed model ready to caption audio files (``feats_type: logmel``) or image and video
+    files (``feats_type: cnn``).
+
+    Build it with :meth:`from_pretrained`. Features are computed as stage 2 computes them, by
+    :class:`AudioFrontEnd` or :class:`VisualFrontEnd`.
+
+    Attributes:
+        model: the Captioner (eval mode, on ``device``); tokenizer: its token list.
+        manifest: the archive's manifest; feats_config: the resolved feature config.
+        decode_config: decoding options (:data:`DECODE_DEFAULTS` keys), packed or overridden.
+        front_end: the :class:`AudioFrontEnd` or :class:`VisualFrontEnd`.
+        media: ``"audio"``, ``"image"`` or ``"video"``: what the model captions.
+        extensions: the file extensions looked for in directories (:func:`find_audio_files`).
+        sample_rate: the rate in Hz audio is resampled to, or ``None`` (each file's own; and
+            for image/video models).
+    """
+
+    def __init__(self, model, tokenizer, feats_config: Mapping[str, Any], manifest: Mapping[str, Any],
+                 decode_config: Mapping[str, Any], device, name: str = "packed model",
+                 members: Optional[Mapping[str, bytes]] = None, cnn_weights: Optional[PathLike] = None):
+        """See :meth:`from_pretrained`; ``members``: the archive's (for ``cnn.pt2``),
+        ``cnn_weights``: see :func:`find_cnn_weights`."""
+        from captionlib.visual import TORCHVISION_NAMES
+
+        self.model, self.tokenizer, self.device, self.name = model, tokenizer, device, name
+        self.feats_config, self.manifest = dict(feats_config), dict(manifest)
+        self.decode_config = {**DECODE_DEFAULTS, **decode_config}
+        try:
+            check_decode_options(**{k: self.decode_config[k] for k in DECODE_DEFAULTS})
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+        feats_type = feats_config.get("feats_type", "logmel")
+        if feats_type == "logmel":
+            self.front_end: Any = AudioFrontEnd(feats_config, manifest.get("train_sample_rates") or {}, name)
+        elif feats_type == "cnn":
+            weights = None
+            if feats_config.get("cnn") in TORCHVISION_NAMES:
+                weights = find_cnn_weights(feats_config, manifest, cnn_weights, name)
+            self.front_end = VisualFrontEnd(feats_config, (members or {}).get(CNN_MEMBER), weights, name)
+        else:
+            raise ValueError(f"{name}: feats_type {feats_type!r}: packed models caption audio (logmel) or image "
+                             "and video files (cnn)")
+        self.media, self.extensions = self.front_end.media, self.front_end.extensions
+        self.sample_rate: Optional[int] = getattr(self.front_end, "sample_rate", None)
+
     @classmethod
-    def from_pretrained(cls, path: PathLike, ngpu: int = 0, **decode_options) -> "PretrainedCaptioner":
-        """Load a packed model (written by :func:`pack_model`); nothing else is read, and nothing
-        in it is run: ``model.pth`` is read with ``torch.load(weights_only=True)``.
+    def from_pretrained(cls, path: PathLike, ngpu: int = 0, cnn_weights: Optional[PathLike] = None,
+                        **decode_options) -> "PretrainedCaptioner":
+        """Load a packed model (written by :func:`pack_model`); nothing else is read (but the
+        weights of a torchvision CNN, see :func:`find_cnn_weights`), and nothing in it is run:
+        ``model.pth`` is read with ``torch.load(weights_only=True)``, ``cnn.pt2`` with
+        ``torch.export.load``.
 
         Args:
             path: the zip archive.
-            ngpu: 0 = CPU, 1 = the first CUDA device.
+            ngpu: 0 = CPU, 1 = the first CUDA device (for the captioner; a CNN runs on the CPU).
+            cnn_weights: the weights file of a torchvision CNN (default: looked for).
             decode_options: overrides of the packed decoding options (``beam_size``,
                 ``batch_size``, ``max_len``, ``length_penalty``); ``None`` values are ignored.
 
         Raises:
-            FileNotFoundError: no such file.
+            FileNotFoundError: no such file; the weights of a torchvision CNN not found.
             ValueError: naming ``path``: see :func:`read_packed`; an unknown decoding option,
-                or a beam size, batch size or maximum length below 1; a model that does not take
-                log-mel features; a ``model.pth`` that needs unsafe (code-running) unpickling
+                or a beam size, batch size or maximum length below 1; an unknown feature type
+                or a bad visual feature config (:class:`VisualFrontEnd`); torchvision weights
+                with another SHA-256; a ``model.pth`` that needs unsafe (code-running) unpickling
                 (:class:`~captionlib.utils.fileio.UnsafeFileError`: the archive was made by an older
                 captionlib and must be converted, or was crafted).
-            RuntimeError: ``ngpu`` > 0 without a CUDA device.
+            RuntimeError: ``ngpu`` > 0 without a CUDA device; a torchvision CNN without an
+                importable torchvision.
         """
         from captionlib.models.captioner import load_model_file
         from captionlib.text.tokenizer import Tokenizer
@@ -396,32 +718,25 @@ class PretrainedCaptioner:
         decode_config.update({k: v for k, v in decode_options.items() if v is not None})
         tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
         return cls(model, tokenizer, yaml.safe_load(members[FEATS_CONFIG]), manifest, decode_config, device,
-                   name=str(path))
+                   name=str(path), members=members, cnn_weights=cnn_weights)
 
     def features(self, path: PathLike) -> np.ndarray:
-        """Log-mel features of one audio file, as stage 2 dumps them.
-
-        Returns:
-            float32 ``(frames, n_mels)``.
+        """Features of one file, as stage 2 dumps them: float32 ``(frames, dim)`` (see
+        :class:`AudioFrontEnd`, :class:`VisualFrontEnd`).
 
         Raises:
-            FileNotFoundError / ValueError: naming ``path``: missing, unreadable, empty (0 samples)
-                or non-finite audio (see :func:`~captionlib.audio.io.load_audio`).
+            FileNotFoundError / ValueError: naming ``path``: missing, unreadable, empty or
+                non-finite audio, an undecodable image or video.
         """
-        from captionlib.audio.io import load_audio
-
-        wave, rate = load_audio(path, fs=self.sample_rate)
-        try:
-            return self.extractor(wave, rate)
-        except ValueError as e:
-            raise ValueError(f"{os.fspath(path)}: {e}") from None
+        return self.front_end(path)
 
     def caption_files(self, files: Sequence[PathLike], nbest: int = 0, skip_bad: bool = False,
                       progress: bool = False) -> List[CaptionResult]:
-        """Caption audio files, batched by length (``decode_config['batch_size']`` files).
+        """Caption files, batched by length (``decode_config['batch_size']`` files).
 
         Args:
-            files: audio files (any format :func:`~captionlib.audio.io.load_audio` reads).
+            files: audio files (any format :func:`~captionlib.audio.io.load_audio` reads), or
+                image or video files for an image or video model (see :class:`VisualFrontEnd`).
             nbest: N > 0 also gives the N best hypotheses of a beam of width
                 ``max(beam_size, N)`` with their scores: the sum of the tokens' log-probs (eos
                 included), divided by ``length ** length_penalty`` when that is non-zero,
@@ -476,7 +791,7 @@ class PretrainedCaptioner:
         return results
 
     def caption(self, files: Sequence[PathLike]) -> List[str]:
-        """Caption audio files: one caption per file, in order.
+        """Caption files (audio, images or videos, as the model): one caption per file, in order.
 
         Raises:
             FileNotFoundError / ValueError: the first file that cannot be read (named).

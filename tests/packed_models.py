@@ -117,3 +117,58 @@ def write_with_pyav(path: Path, wave: np.ndarray, sr: int, codec: str, out_rate:
         for packet in stream.encode(None):
             container.mux(packet)
     return path
+
+
+# ------------------------------------------------------------------ image and video models
+EGS = Path(__file__).resolve().parents[1] / "egs"
+IMAGES = sorted((EGS / "mini_mscoco" / "coco_fixture" / "images").glob("*/*.jpg"))  # real photos
+VIDEOS = sorted((EGS / "mini_msvd" / "msvd_fixture" / "YouTubeClips").glob("*.avi"))  # short real-photo videos
+# the CI stand-in CNN of the mini recipes (64 channels); grid for images, 4 pooled frames for videos
+CNN_CONFIGS = {
+    "image": {"cnn": "random_convnet", "seed": 0, "output": "grid", "image_size": 64, "batch_size": 8},
+    "video": {"cnn": "random_convnet", "seed": 0, "output": "pooled", "image_size": 64, "num_frames": 4,
+              "batch_size": 3},
+}
+VISUAL_CONF = {"vocab_size": len(TOKENS), "feats_dim": 64, "encoder": "rnn",
+               "encoder_conf": {"proj_size": 8, "hidden_size": 8}, "decoder": "lstm",
+               "decoder_conf": {"hidden_size": 16}}
+
+
+def make_visual_recipe(root: Path, media_type: str, feats_config: dict = None, feats_dim: int = 64) -> dict:
+    """Like :func:`make_recipe` for an image or video model: conf/feats_cnn.yaml (default
+    :data:`CNN_CONFIGS`), a tiny untrained Captioner taking ``feats_dim``-d features normalised
+    by the statistics of the fixture media's features (computed with
+    :class:`captionlib.pretrained.VisualFrontEnd`), data/train/<media_type>.scp."""
+    from captionbin.caption_extract_visual_feats import get_parser
+    from captionlib.pretrained import VisualFrontEnd
+
+    feats_config = dict(CNN_CONFIGS[media_type] if feats_config is None else feats_config)
+    recipe = make_recipe(root)  # the audio recipe's files, replaced where the front end differs
+    media = IMAGES if media_type == "image" else VIDEOS
+    conf_file = root / "conf" / "feats_cnn.yaml"
+    conf_file.write_text(yaml.safe_dump(feats_config))
+    resolved = vars(get_parser().parse_args(["--config", str(conf_file), "--media_type", media_type]))
+    mean, std = np.zeros(feats_dim, np.float32), np.ones(feats_dim, np.float32)
+    if resolved["cnn"] in ("random_convnet", "exported"):  # not torchvision: not importable here
+        exported = Path(resolved["cnn_weights"]).read_bytes() if resolved["cnn"] == "exported" else None
+        front = VisualFrontEnd(resolved, exported=exported)
+        feats = np.concatenate([front(p) for p in media])
+        if feats.shape[1] == feats_dim:  # else a model that does not fit the CNN (a test of that error)
+            mean, std = feats.mean(0), feats.std(0)
+    torch.manual_seed(0)
+    conf = dict(VISUAL_CONF, feats_dim=feats_dim)
+    model = Captioner(**conf)
+    model.set_normalization(mean, std)
+    torch.save(model_file_dict(model, conf, TOKENS, epoch=1), recipe["model_file"])
+    Path(recipe["train_config"]).write_text(yaml.safe_dump({"max_epoch": 1, "model_conf": conf}))
+    np.savez(recipe["feats_stats"], mean=mean, std=std, count=np.array(len(mean)))
+    scp = root / "data" / "train" / f"{media_type}.scp"
+    scp.write_text("".join(f"clip-{i} {p}\n" for i, p in enumerate(media)))
+    return dict(recipe, feats_config=str(conf_file), media_scp=str(scp), media_type=media_type)
+
+
+def visual_pack_args(recipe: dict, output: Path, *extra: str) -> list:
+    """The caption_pack command line packing a :func:`make_visual_recipe` into ``output``."""
+    args = pack_args(recipe, output, "--feats_type", "cnn", "--media_type", recipe["media_type"], *extra)
+    i = args.index("--train_wav_scp")
+    return args[:i] + args[i + 2:]

@@ -46,6 +46,7 @@ from captionlib.corpora.prep import (
     find_media,
     media_problem,
     write_caption_dir,
+    write_missing,
 )
 from captionlib.io.datadir import PathLike, read_csv_rows, write_scp
 
@@ -184,7 +185,10 @@ def prepare_audiocaps(
     clips, num_rows = _parse_rows(csv_path, bad)
     found = _find_audio(clips, audio_root, split, bad)
     out = os.fspath(output_dir)
-    _write_missing(out, found.missing, len(clips), split, audio_root, max_missing_fraction)
+    write_missing(out, found.missing, len(clips), f"AudioCaps {split}", "clips",
+                  [f"{v[0]}_{v[1]}" for v in found.missing.values()], max_missing_fraction,
+                  f"no audio file in {audio_root} for them (fetch them with local/download.sh, or raise "
+                  "--max_missing_fraction if they are gone from YouTube)", AudioCapsPrepError)
     what = f"{csv_path} ({num_rows} rows, {bad.skipped} skipped, {len(found.missing)} clips missing)"
     counts = write_caption_dir(out, found.kept, "wav.scp", AudioCapsPrepError, what)
     write_scp(os.path.join(out, "aud2name"), found.aud2name)
@@ -246,24 +250,3 @@ def _find_audio(clips: Dict[Tuple[str, str], ClipCaptions], audio_root: str, spl
         found.aud2name[clip.clip_id] = os.path.basename(path)
         found.reco2dur[clip.clip_id] = f"{info.duration:.3f}"
     return found
-
-
-def _write_missing(out: str, missing: Dict[str, List[str]], num_clips: int, split: str, audio_root: str,
-                   max_missing_fraction: float) -> None:
-    """Write ``<out>/missing``, log how many clips lack audio, and fail when too many do.
-
-    Raises:
-        AudioCapsPrepError: more than ``max_missing_fraction`` of the ``num_clips`` clips missing.
-    """
-    missing_path = os.path.join(out, "missing")
-    write_scp(missing_path, missing)
-    fraction = len(missing) / num_clips if num_clips else 0.0
-    summary = (f"AudioCaps {split}: {len(missing)} of {num_clips} clips missing ({100 * fraction:.1f}%), "
-               f"listed in {missing_path}")
-    logging.log(logging.WARNING if missing else logging.INFO, "%s", summary)
-    if fraction > max_missing_fraction:
-        raise AudioCapsPrepError(
-            f"{summary}: no audio file in {audio_root} for more than --max_missing_fraction {max_missing_fraction} "
-            "of the clips (fetch them with local/download.sh, or raise --max_missing_fraction if they are gone "
-            "from YouTube)"
-        )

@@ -237,3 +237,30 @@ def write_caption_dir(
         if os.path.exists(os.path.join(out, stale)):  # from an earlier run with a media root
             os.unlink(os.path.join(out, stale))
     return {"clips": len(clip2id), "captions": len(text)}
+
+
+def write_missing(out: str, missing: Dict[str, List[str]], listed: int, what: str, unit: str, names: Sequence[str],
+                  max_missing_fraction: float, remedy: str, error_cls: Type[ValueError]) -> None:
+    """Write ``<out>/missing`` (``<clip-id> <what was looked for>`` lines), log one summary line
+    (``"<what>: <n> of <listed> <unit> missing (<pct>%): <first five names>; all listed in
+    <out>/missing"``) and stop when more than ``max_missing_fraction`` of the listed media are
+    missing: the AudioCaps and TGIF rule (media gone from YouTube or Tumblr are skipped, up to
+    a limit).
+
+    Args:
+        what, unit: e.g. ``"TGIF train"`` and ``"GIFs"``.
+        names: the missing media's names, in the order of ``missing``.
+        remedy: the end of the error message (what to do).
+
+    Raises:
+        error_cls: too many missing, with the summary and ``remedy``.
+    """
+    path = os.path.join(out, "missing")
+    write_scp(path, missing)
+    fraction = len(missing) / listed if listed else 0.0
+    first = ", ".join(list(names)[:5]) + (", ..." if len(missing) > 5 else "")
+    summary = (f"{what}: {len(missing)} of {listed} {unit} missing ({100 * fraction:.1f}%)"
+               + (f": {first}; all listed in {path}" if missing else ""))
+    logging.log(logging.WARNING if missing else logging.INFO, "%s", summary)
+    if fraction > max_missing_fraction:
+        raise error_cls(f"{summary}: more than --max_missing_fraction {max_missing_fraction}; {remedy}")

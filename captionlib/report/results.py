@@ -434,11 +434,68 @@ def collect_significance(
     return out
 
 
-def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICANCE_METRIC) -> List[str]:
-    """Markdown lines of the significance section (empty without comparisons)."""
-    if not sigs:
+def parse_compare(spec: str) -> Tuple[str, str]:
+    """``"<baseline>=<model>"`` (seed-group names of the table, e.g.
+    ``xe_a_logmel_word=xe_b_logmel_word/scst_train_scst``) as a pair.
+
+    Raises:
+        ValueError: not two non-empty names around one ``=``.
+    """
+    base, sep, other = spec.partition("=")
+    if not sep or not base.strip() or not other.strip() or "=" in other:
+        raise ValueError(f"--compare {spec!r}: expected <baseline model>=<model> (seed-group names of RESULTS.md)")
+    return base.strip(), other.strip()
+
+
+def collect_comparisons(
+    rows: Sequence[ScoreRow],
+    pairs: Sequence[Tuple[str, str]],
+    metric: str = SIGNIFICANCE_METRIC,
+    num_resamples: int = NUM_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> List[SignificanceRow]:
+    """Paired bootstraps of chosen models against chosen baselines (e.g. a pretrained encoder
+    against the same model trained from scratch), seed by seed: for each ``(baseline, model)``
+    pair of seed-group names, every run of ``model`` and the run of ``baseline`` with the same
+    seed, decode tag and test set, both with a ``per_clip.json`` holding ``metric``, as
+    :func:`collect_significance` compares RL with XE (a = baseline, b = model). A pair that
+    matches no run is logged and left out (its models are not trained yet).
+
+    Raises:
+        ValueError: as :func:`collect_significance`.
+    """
+    runs: Dict[tuple, ScoreRow] = {}
+    for r in rows:
+        group, run_seed = seed_group(r.model)
+        runs[(group, run_seed, r.decode_tag, r.test_set)] = r
+    out = []
+    for base, other in pairs:
+        groups: Dict[tuple, SignificanceRow] = {}
+        for (group, run_seed, tag, test_set), r in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][1] or 0)):
+            b = runs.get((base, run_seed, tag, test_set))
+            if group != other or b is None or None in (r.score_json, b.score_json):
+                continue
+            files = [x.score_json.with_name("per_clip.json") for x in (b, r)]
+            if not all(has_per_clip(f, metric) for f in files):
+                continue
+            sig = groups.setdefault((tag, test_set), SignificanceRow(other, base, tag, test_set, [], [],
+                                                                    bootstrap_seed=seed))
+            sig.seeds.append(run_seed)
+            sig.results.append(paired_bootstrap_files(*files, metric=metric, num_resamples=num_resamples, seed=seed))
+        if not groups:
+            logging.warning("--compare %s=%s: no run of the two with the same seed, decode and set (with per-clip "
+                            "scores); left out", base, other)
+        out += list(groups.values())
+    return out
+
+
+def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICANCE_METRIC,
+                        comparisons: Sequence[SignificanceRow] = ()) -> List[str]:
+    """Markdown lines of the significance section (empty without comparisons): each RL model
+    against its XE model, then the chosen ``comparisons`` (:func:`collect_comparisons`)."""
+    if not sigs and not comparisons:
         return []
-    r0, seed = sigs[0].results[0], sigs[0].bootstrap_seed
+    r0, seed = (list(sigs) + list(comparisons))[0].results[0], (list(sigs) + list(comparisons))[0].bootstrap_seed
     lines = [
         "",
         "## Significance",
@@ -449,6 +506,16 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
         f"\"RL better than XE\" = (1 + #{{resampled Δ <= 0}}) / (1 + resamples).",
         "",
     ]
+    lines += _significance_lines(sigs, metric)
+    if comparisons:
+        lines += ["", f"Chosen comparisons (`caption_results --compare <baseline>=<model>`), the same test seed by "
+                      f"seed: Δ{metric} = model - baseline, p = one-sided p of \"model better than baseline\".", ""]
+        lines += _significance_lines(comparisons, metric)
+    return lines
+
+
+def _significance_lines(sigs: Sequence[SignificanceRow], metric: str) -> List[str]:
+    lines = []
     for s in sigs:
         parts = []
         for run_seed, res in zip(s.seeds, s.results):
@@ -464,6 +531,7 @@ def format_results(
     rows: List[ScoreRow],
     significance: Optional[Sequence[SignificanceRow]] = None,
     command: Optional[str] = None,
+    comparisons: Sequence[SignificanceRow] = (),
 ) -> str:
     """Render the rows (and significance tests) as a deterministic markdown document.
 
@@ -471,6 +539,7 @@ def format_results(
         rows: score rows (:func:`collect_scores`); seeds are merged by :func:`group_seeds`.
         significance: from :func:`collect_significance`; ``None``/empty: no such section.
         command: the command that made the experiments, written under the title.
+        comparisons: from :func:`collect_comparisons`, listed after ``significance``.
 
     Example:
         >>> print(format_results([]).splitlines()[0])
@@ -522,22 +591,25 @@ def format_results(
         for (key, reason), where in sorted(reasons.items()):
             scope = "all rows" if len(where) == len(rows) else "; ".join(where)
             lines.append(f"- {key}: {reason} ({scope})")
-    lines += format_significance(significance or [])
+    lines += format_significance(significance or [], comparisons=comparisons)
     return "\n".join(lines) + "\n"
 
 
 def write_results(
-    exp_dir: Union[str, Path], output: Union[str, Path], command: Optional[str] = None
+    exp_dir: Union[str, Path], output: Union[str, Path], command: Optional[str] = None,
+    compare: Sequence[Tuple[str, str]] = (),
 ) -> List[ScoreRow]:
     """Collect the score files below ``exp_dir`` and write the table to ``output``.
 
     The table merges the seeds of each model (:func:`group_seeds`); the significance
-    section compares each RL model with its XE model (:func:`collect_significance`).
+    section compares each RL model with its XE model (:func:`collect_significance`), then
+    each ``compare`` pair (:func:`collect_comparisons`).
 
     Args:
         exp_dir: experiment root (``exp``).
         output: markdown file to write (``RESULTS.md``), replaced atomically.
         command: the command that made the experiments (written under the title).
+        compare: ``(baseline, model)`` seed-group names to compare (:func:`parse_compare`).
 
     Returns:
         The score rows read (one per ``score.json``).
@@ -558,7 +630,8 @@ def write_results(
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(format_results(rows, significance, command), encoding="utf-8")
+    comparisons = collect_comparisons(rows, compare)
+    tmp.write_text(format_results(rows, significance, command, comparisons), encoding="utf-8")
     tmp.replace(output)
     logging.info("wrote %d rows to %s", len(rows), output)
     return rows

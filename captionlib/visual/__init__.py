@@ -23,6 +23,8 @@ CNN_NAMES = TORCHVISION_NAMES + ("exported", "random_convnet")
 OUTPUTS = ("pooled", "grid")
 #: ``--media_type`` of ``caption_extract_visual_feats``.
 MEDIA_TYPES = ("image", "video")
+#: ``--temporal_pool`` of ``caption_extract_visual_feats`` (videos; see :func:`captionlib.visual.cnn.video_features`).
+TEMPORAL_POOLS = ("none", "mean")
 #: input side in pixels each backbone was trained at (the default ``--image_size``);
 #: for ``exported`` the size saved in the ``.pt2`` metadata is used instead.
 DEFAULT_IMAGE_SIZES = {"inception_v3": 299}

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from captionlib.io.datadir import PathLike
-from captionlib.visual import CNN_NAMES, OUTPUTS, TORCHVISION_NAMES  # noqa: F401 (re-exported)
+from captionlib.visual import CNN_NAMES, OUTPUTS, TEMPORAL_POOLS, TORCHVISION_NAMES  # noqa: F401 (re-exported)
 from captionlib.visual.media import IMAGENET_MEAN, IMAGENET_STD
 _META_FILE = "captionlib_cnn.json"
 
@@ -215,6 +215,28 @@ def cnn_features(backbone: nn.Module, images: torch.Tensor, output: str = "poole
     if output == "pooled":
         return fmap.mean(dim=(2, 3))
     return fmap.flatten(2).transpose(1, 2)
+
+
+def video_features(backbone: nn.Module, frames: torch.Tensor, batch_size: int,
+                   temporal_pool: str = "none") -> torch.Tensor:
+    """Pooled CNN features of a video's sampled frames, ``batch_size`` frames per forward.
+
+    Args:
+        frames: (T, 3, H, W) float, ImageNet-normalised.
+        temporal_pool: ``none``: one vector per frame; ``mean``: their mean, one vector per
+            video (the spatio-temporal mean pooling of seed 001 on TGIF and of S2VT's mean-pool
+            baseline: ResNet-152's last conv map averaged over space, then over the frames).
+
+    Returns:
+        (T, C) (``none``) or (1, C) (``mean``) float32.
+
+    Raises:
+        ValueError: an unknown ``temporal_pool`` (:data:`captionlib.visual.TEMPORAL_POOLS`).
+    """
+    if temporal_pool not in TEMPORAL_POOLS:
+        raise ValueError(f"temporal_pool must be one of {TEMPORAL_POOLS}, got {temporal_pool!r}")
+    feats = torch.cat([cnn_features(backbone, chunk, "pooled") for chunk in frames.split(batch_size)])
+    return feats.mean(dim=0, keepdim=True) if temporal_pool == "mean" else feats
 
 
 def export_backbone(backbone: nn.Module, path: PathLike, image_size: int = 224, meta: Optional[Dict] = None):

@@ -20,8 +20,8 @@ from torch import nn
 
 from captionlib.io.datadir import PathLike, read_scp
 from captionlib.io.feats import FeatShardWriter
-from captionlib.visual import MEDIA_TYPES, default_image_size
-from captionlib.visual.cnn import build_backbone, cnn_features, load_exported
+from captionlib.visual import MEDIA_TYPES, TEMPORAL_POOLS, default_image_size
+from captionlib.visual.cnn import build_backbone, cnn_features, load_exported, video_features
 from captionlib.visual.media import load_image_tensor, load_video_tensor
 
 
@@ -35,6 +35,7 @@ def extract_visual_feats(
     output: str = "pooled",
     image_size: Optional[int] = None,
     num_frames: int = 20,
+    temporal_pool: str = "none",
     batch_size: int = 16,
     num_threads: int = 1,
     log_interval: int = 100,
@@ -61,6 +62,8 @@ def extract_visual_feats(
             299 for Inception-v3, for ``exported`` the ``image_size`` saved in the ``.pt2``).
             An explicit size different from an exported backbone's is used, with a warning.
         num_frames: frames sampled uniformly per video.
+        temporal_pool: videos: ``none`` (one row per sampled frame) or ``mean`` (one row, their
+            mean: seed 001's spatio-temporal mean pooling; :func:`~captionlib.visual.cnn.video_features`).
         batch_size: images (or frames of one video) per CNN forward.
         num_threads: torch intra-op threads (1: one core per job; 0: leave torch's setting).
             Set process-wide and left set.
@@ -80,6 +83,9 @@ def extract_visual_feats(
         RuntimeError: a torchvision backbone without an importable torchvision.
     """
     _check_options(media_type, output, image_size, num_frames, batch_size)
+    if temporal_pool not in TEMPORAL_POOLS or (temporal_pool != "none" and media_type != "video"):
+        raise ValueError(f"temporal_pool must be one of {TEMPORAL_POOLS}, and none for images: got {temporal_pool!r} "
+                         f"for {media_type}s")
     if num_threads > 0:
         torch.set_num_threads(num_threads)
     backbone, name, image_size = _load_backbone(cnn, cnn_weights, image_size, seed)
@@ -89,9 +95,11 @@ def extract_visual_feats(
     logging.info("extracting %s features (%d px) of %d %ss from %s to %s.*", feats_type, image_size, len(media),
                  media_type, media_scp, prefix)
     load = functools.partial(_load_medium, media_scp, media_type, image_size, num_frames)
-    write = _write_image_feats if media_type == "image" else _write_video_feats
     with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(media), log_interval) as writer:
-        write(writer, media, load, backbone, output, batch_size)
+        if media_type == "image":
+            _write_image_feats(writer, media, load, backbone, output, batch_size)
+        else:
+            _write_video_feats(writer, media, load, backbone, temporal_pool, batch_size)
     return dict(writer.num_frames)
 
 
@@ -170,9 +178,8 @@ def _write_image_feats(writer: FeatShardWriter, media: Dict[str, str], load: Cal
 
 
 def _write_video_feats(writer: FeatShardWriter, media: Dict[str, str], load: Callable[[int, str, str], torch.Tensor],
-                       backbone: nn.Module, output: str, batch_size: int) -> None:
-    """Write one (T, C) matrix per video, a pooled vector per sampled frame, ``batch_size`` frames per forward."""
+                       backbone: nn.Module, temporal_pool: str, batch_size: int) -> None:
+    """Write one (T, C) matrix per video, a pooled vector per sampled frame (or their mean,
+    (1, C), with ``temporal_pool`` mean), ``batch_size`` frames per forward."""
     for i, (key, path) in enumerate(media.items(), start=1):
-        frames = load(i, key, path)
-        feats = [cnn_features(backbone, chunk, output) for chunk in frames.split(batch_size)]
-        writer[key] = torch.cat(feats).numpy()
+        writer[key] = video_features(backbone, load(i, key, path), batch_size, temporal_pool).numpy()

@@ -11,23 +11,36 @@ the conv map to a fixed grid.) EXIF orientation is not applied (as torchvision's
 
 Video frames are sampled uniformly in time (:func:`load_video_frames`). ``av`` (PyAV, FFmpeg
 bindings) is imported only when a video is read, so that image corpora do not need FFmpeg's
-libraries to load.
+libraries to load. Animated GIFs (TGIF) are decoded with Pillow instead, each frame shown for
+its own delay (:func:`load_gif_frames`).
 """
 
+import bisect
 import logging
 import os
+import struct
 from fractions import Fraction
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from captionlib.io.datadir import PathLike
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
+
+#: The signatures that open a GIF file (GIF89a specification, section 17).
+GIF_SIGNATURES = (b"GIF87a", b"GIF89a")
+#: A GIF frame delay (ms) at or below this is played as :data:`GIF_DEFAULT_DELAY_MS`, as web
+#: browsers play it (WebKit's ``BitmapImage``: "we follow Firefox's behavior and use a duration of
+#: 100 ms for any frames that specify a duration of <= 10 ms"; Chromium does the same).
+GIF_MIN_DELAY_MS = 10
+GIF_DEFAULT_DELAY_MS = 100
+#: What Pillow raises on a cut GIF, depending on where the cut falls (found by cutting test GIFs).
+_GIF_DECODE_ERRORS = (OSError, EOFError, IndexError, ValueError, SyntaxError, struct.error)
 
 #: Pillow modes of 16-bit grayscale pixels. Pillow opens 16-bit PNG/TIFF as ``I;16*`` and
 #: PGM with a maxval above 255 as ``I`` scaled to 0..65535.
@@ -231,6 +244,130 @@ def _sample_by_index(path: str, wanted: List[int]) -> list:
     return frames
 
 
+def is_gif(path: PathLike) -> bool:
+    """Whether the file starts with a GIF signature (:data:`GIF_SIGNATURES`), whatever its name."""
+    with open(path, "rb") as f:
+        return f.read(6) in GIF_SIGNATURES
+
+
+def played_delay_ms(delay: Optional[float]) -> float:
+    """The time in ms a GIF frame with delay ``delay`` (ms; None when the frame has none) stays on
+    screen: :data:`GIF_DEFAULT_DELAY_MS` for a delay of at most :data:`GIF_MIN_DELAY_MS` or none
+    (as web browsers play GIFs), else ``delay``."""
+    return GIF_DEFAULT_DELAY_MS if delay is None or delay <= GIF_MIN_DELAY_MS else float(delay)
+
+
+def sample_by_duration(durations: Sequence[float], num_frames: int) -> List[int]:
+    """Indices of the frames on screen at the centres of ``num_frames`` equal segments of a clip
+    whose frame ``i`` lasts ``durations[i]`` (any unit; the clip lasts their sum).
+
+    The frame on screen at time ``tau`` is the last one starting at or before ``tau``; the
+    result may repeat a long frame (:func:`load_gif_frames` then samples by index).
+
+    Example:
+        >>> sample_by_duration([400, 100, 100, 100, 100, 400], 3)  # centres 200, 600, 1000 ms
+        [0, 3, 5]
+
+    Raises:
+        ValueError: ``num_frames < 1``, no frame, or a duration that is not > 0.
+    """
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    if not durations or min(durations) <= 0:
+        raise ValueError(f"frame durations must be > 0 and not empty, got {list(durations)[:10]}")
+    starts, total = [], Fraction(0)
+    for d in durations:
+        starts.append(total)
+        total += Fraction(d)
+    return [bisect.bisect_right(starts, total * (2 * k + 1) / (2 * num_frames)) - 1 for k in range(num_frames)]
+
+
+def _scan_gif(path: str) -> Tuple[List[float], Optional[str]]:
+    """Decode every frame of a GIF once: ``(played delays in ms, why the file ends early or None)``.
+
+    A file is cut short (an interrupted download) when Pillow cannot decode a frame or when the
+    file does not end with the GIF trailer byte 0x3B (Pillow then stops at the last whole frame).
+    """
+    delays: List[float] = []
+    problem = None
+    with Image.open(path) as img:
+        if img.format != "GIF":
+            raise ValueError(f"it starts like a GIF but Pillow reads it as {img.format}")
+        try:
+            for frame in ImageSequence.Iterator(img):
+                frame.load()
+                delays.append(played_delay_ms(frame.info.get("duration")))
+        except _GIF_DECODE_ERRORS as e:
+            problem = f"frame {len(delays) + 1} cannot be decoded ({type(e).__name__}: {e})"
+    if problem is None:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b";":
+                problem = "the file does not end with the GIF trailer (0x3B)"
+    return delays, problem
+
+
+def load_gif_frames(path: PathLike, num_frames: int = 20, strict: bool = False) -> list:
+    """Decode ``num_frames`` frames of an animated GIF sampled uniformly in time (Pillow).
+
+    Each frame lasts its own delay (``duration`` of Pillow's ``ImageSequence``, ms; a delay of at
+    most 10 ms or none plays for 100 ms, as in web browsers: :func:`played_delay_ms`). As for
+    videos (:func:`load_video_frames`), the frame on screen at the centre of each of
+    ``num_frames`` equal segments of the GIF's duration is taken (:func:`sample_by_duration`);
+    when that gives fewer than ``min(num_frames, frames)`` distinct frames (a frame held long),
+    :func:`sample_frame_indices` is applied to the frame count instead. Frames are composited as
+    displayed (Pillow applies each frame's disposal), converted to RGB. A one-frame GIF gives its
+    one frame.
+
+    A GIF cut short (a frame that cannot be decoded, or no trailer byte at the end) is logged as a
+    warning naming it, and the frames are sampled from the whole frames before the cut, as a
+    truncated video is; with ``strict`` it is an error.
+
+    Args:
+        path: a GIF file (GIF87a or GIF89a).
+        num_frames: frames to sample (>= 1).
+        strict: a truncated GIF is an error (default: a logged warning).
+
+    Returns:
+        list of RGB ``PIL.Image.Image`` in temporal order, ``len == min(num_frames, frames)`` (>= 1).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: ``num_frames < 1``; an empty file, not a GIF, no decodable frame; with
+            ``strict``, a truncated GIF (the path is named).
+    """
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such GIF file: {path}")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"empty GIF file (0 bytes): {path}")
+    try:
+        delays, problem = _scan_gif(path)
+    except _GIF_DECODE_ERRORS as e:  # Pillow cannot open it
+        raise ValueError(f"cannot read GIF {path}: {e}") from None
+    if not delays:
+        raise ValueError(f"no decodable frame in GIF {path}: {problem}")
+    if problem:
+        msg = f"{path}: truncated? {problem}; the frames are sampled from the {len(delays)} decoded before it"
+        if strict:
+            raise ValueError(msg)
+        logging.warning("%s (strict: make this an error)", msg)
+    wanted = sorted(set(sample_by_duration(delays, num_frames)))
+    if len(wanted) < min(num_frames, len(delays)):
+        wanted = sample_frame_indices(len(delays), num_frames)
+    try:
+        with Image.open(path) as img:
+            frames = []
+            for i in wanted:
+                img.seek(i)
+                frames.append(to_rgb(img, f"GIF {path} frame {i + 1}"))
+    except _GIF_DECODE_ERRORS as e:
+        raise ValueError(f"cannot read GIF {path}: {e}") from None
+    return frames
+
+
 def load_video_frames(path: PathLike, num_frames: int = 20, strict: bool = False) -> list:
     """Decode ``num_frames`` frames sampled uniformly in time over a video (PyAV/FFmpeg).
 
@@ -255,8 +392,11 @@ def load_video_frames(path: PathLike, num_frames: int = 20, strict: bool = False
     with ``strict`` it is an error. Only headers that declare a frame count (AVI, MP4) allow
     this check.
 
+    A file that starts with a GIF signature (whatever its name) is an animated GIF, decoded by
+    :func:`load_gif_frames` (Pillow; each frame lasts its own delay).
+
     Args:
-        path: any container/codec FFmpeg reads (mp4, avi, webm, ...).
+        path: any container/codec FFmpeg reads (mp4, avi, webm, ...), or an animated GIF.
         num_frames: frames to sample (>= 1).
         strict: a truncated file is an error (default: a logged warning).
 
@@ -266,16 +406,20 @@ def load_video_frames(path: PathLike, num_frames: int = 20, strict: bool = False
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: ``num_frames < 1``; the file cannot be opened/decoded, has no video stream
-            or no frame; with ``strict``, it is truncated (the path is named).
+        ValueError: ``num_frames < 1``; the file is empty (0 bytes), cannot be opened/decoded,
+            has no video stream or no frame; with ``strict``, it is truncated (the path is named).
     """
-    import av
-
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such video file: {path}")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"empty video file (0 bytes): {path}")
+    if is_gif(path):
+        return load_gif_frames(path, num_frames, strict)
+    import av  # only for real videos: GIFs and images do not need FFmpeg's libraries
+
     try:
         frames, decoded, timed, short = _sample_by_time(path, num_frames)
         if short and decoded:

@@ -89,6 +89,7 @@ corpus_prior=false # Also score the corpus prior: the most frequent training cap
 
 # Scoring related
 metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
+results_compare= # Pairs <baseline>=<model> of RESULTS.md models (seed-group names) also compared by the paired bootstrap (caption_results --compare).
 spice_lib_dir= # Directory with the Stanford CoreNLP jars SPICE needs (empty: caption_score's default).
 
 # [Task dependent] Set the datadir name created by local/data.sh
@@ -105,8 +106,8 @@ Stages:
     1: data prep (local/data.sh)
     2: feature dump   3: token list (+ Word2Vec)   4: statistics (CMVN, CIDEr-D df)   5: XE training
     6: RL fine-tuning   7: checkpoint averaging   8: decoding (+ samples, ensemble)   9: scoring, RESULTS.md
-    10: pack each model dir's inference model into <model_dir>/packed/<model stem>.zip (caption_pack; logmel only),
-        for captionbin.caption_infer on any audio file
+    10: pack each model dir's inference model into <model_dir>/packed/<model stem>.zip (caption_pack; logmel and
+        cnn features, not import), for captionbin.caption_infer on audio, image or video files
 
 Options:
     # General configuration
@@ -193,6 +194,8 @@ Options:
 
     # Scoring related
     --metrics       # Metrics given to caption_score (default="${metrics}").
+    --results_compare # Pairs <baseline>=<model> of RESULTS.md models compared seed by seed by the paired bootstrap
+                      # (caption_results --compare), e.g. a pretrained encoder against scratch (default="${results_compare}").
     --spice_lib_dir # Stanford CoreNLP jars for SPICE (default="${spice_lib_dir}").
 
     # [Task dependent] Set the datadir name created by local/data.sh
@@ -676,7 +679,9 @@ if ! "${skip_eval}"; then
                     --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}"
             done
         done
-        ${python} -m captionbin.caption_results --exp_dir "${expdir}" --output RESULTS.md
+        _compare=()
+        for _pair in ${results_compare}; do _compare+=(--compare "${_pair}"); done
+        ${python} -m captionbin.caption_results --exp_dir "${expdir}" --output RESULTS.md ${_compare[@]+"${_compare[@]}"}
         cat RESULTS.md
     fi
 else
@@ -684,9 +689,18 @@ else
 fi
 
 if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
-    if [ "${feats_type}" != logmel ]; then
-        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel), this run has feats_type ${feats_type}"
+    if [ "${feats_type}" = import ]; then
+        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel) and on images and videos (feats_type cnn), this run has feats_type import (features made elsewhere)"
     else
+        # what caption_pack needs to compute stage 2's features: the sample rates of the training
+        # audio, or the media type of the training data dir (as scripts/dump_feats.sh picks it)
+        if [ "${feats_type}" = logmel ]; then
+            _front=(--feats_type logmel --train_wav_scp "data/${train_set}/wav.scp")
+        elif [ -f "data/${train_set}/video.scp" ]; then
+            _front=(--feats_type cnn --media_type video)
+        else
+            _front=(--feats_type cnn --media_type image)
+        fi
         read -r _test_set _ <<< "${test_sets}"  # the metrics of the decode of the first test set
         for _s in ${seed_list}; do
             for _dir in $(model_dirs_of "${_s}"); do
@@ -699,11 +713,11 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
                 else
                     log "Stage 10: warning: ${_score} not found (run stages 8-9 first): packing without metrics"
                 fi
-                log "Stage 10: Pack ${_model} (metrics: ${_score}): ${_packed} (log: ${_dir}/packed/log/pack.log)"
+                log "Stage 10: Pack ${_model} (${feats_type}; metrics: ${_score}): ${_packed} (log: ${_dir}/packed/log/pack.log)"
                 ${train_cmd} "${_dir}/packed/log/pack.log" \
                     ${python} -m captionbin.caption_pack --model_file "${_model}" --train_config "${_dir}/config.yaml" \
-                    --feats_config "${feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
-                    --train_wav_scp "data/${train_set}/wav.scp" --decode_config "${decode_config}" \
+                    "${_front[@]}" --feats_config "${feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
+                    --decode_config "${decode_config}" \
                     "--decode_args=${decode_args}" ${_metrics[@]+"${_metrics[@]}"} --recipe "$(basename "${PWD}")" \
                     --output "${_packed}"
             done

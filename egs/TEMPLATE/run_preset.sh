@@ -13,6 +13,9 @@
 #   seed000_crnn_r_specaug  crnn_r with SpecAugment in XE and SCST (exp/xe_crnn_r_specaug)
 #   seed001_sle             SLE (d = 2 - BLEU-3 - BLEU-4, leave-one-out diversity baseline)
 #   seed001_sll_me          SLL-ME: SCST with the maximum-entropy term, weight 1e-2 (seed 001's comparison)
+#   seed001_sle_tgif        seed 001's video system (egs/tgif, egs/mini_tgif only): FC 512 -> LSTM 512 on the
+#                           recipe's ResNet-152 GIF features, XE then SLL-SLE, beam 5 (conf/train_xe_tgif.yaml,
+#                           conf/train_sle_tgif.yaml, conf/decode_tgif.yaml; tables in egs/tgif/README.md)
 #   seed002_ac              actor-critic with the embedding reward and its own value encoder
 #   seed003_mc_pg           MC-PG (reward of conf/train_mc_pg.yaml: CIDEr-D where SPICE cannot run)
 #   seed004_multitask       XE -> REINFORCE+ with the encoder frozen -> multitask from that model
@@ -26,7 +29,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed001_sll_me seed002_ac seed003_mc_pg seed004_multitask sjtu_cnn14_transformer dcase2024_convnext_transformer"
+presets="seed000_crnn_b seed000_crnn_w seed000_crnn_e seed000_crnn_r seed000_crnn_r_specaug seed001_sle seed001_sll_me seed001_sle_tgif seed002_ac seed003_mc_pg seed004_multitask sjtu_cnn14_transformer dcase2024_convnext_transformer"
 if [ $# -lt 1 ] || [[ " ${presets} " != *" $1 "* ]]; then
     echo "Usage: $0 <preset> [run.sh options]; presets: ${presets}" >&2
     exit 1
@@ -63,6 +66,9 @@ case "${preset}" in
               "${scst[@]}" --ensemble_models "") ;;
     seed001_sle) opts=(--rl_algo sle --rl_config conf/train_sle.yaml --ensemble_models "") ;;
     seed001_sll_me) opts=(--rl_algo scst --rl_config conf/train_scst_me.yaml --ensemble_models "") ;;
+    seed001_sle_tgif)
+        opts=(--xe_config conf/train_xe_tgif.yaml --rl_algo sle --rl_config conf/train_sle_tgif.yaml
+              --decode_config conf/decode_tgif.yaml --ensemble_models "") ;;
     seed002_ac) opts=(--rl_algo ac --rl_config conf/train_ac_embedding.yaml --ensemble_models "") ;;
     seed003_mc_pg) opts=(--rl_algo mc_pg --rl_config conf/train_mc_pg.yaml --ensemble_models "") ;;
     seed004_multitask)

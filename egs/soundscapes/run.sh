@@ -12,6 +12,12 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
+# RESULTS.md also compares, seed by seed, the CNN10 pretrained by audio tagging with the CNN10
+# trained from scratch (./run_pretrained.sh), for XE and for SCST from each
+cnn10=xe_train_xe_cnn10_logmel_word
+cnn10_pretrained=xe_train_xe_cnn10_pretrained_logmel_word
+compare="${cnn10}=${cnn10_pretrained} ${cnn10}/scst_train_scst_lr0.0001=${cnn10_pretrained}/scst_train_scst_lr0.0001"
+
 ./caption.sh --stage 0 \
     --train_sets "development" --valid_set validation --test_sets evaluation --xe_test_sets evaluation_deaf \
     --nj 2 --inference_nj 2 \
@@ -25,4 +31,5 @@ set -euo pipefail
     --ensemble_models all \
     --corpus_prior true \
     --metrics bleu,meteor,rouge_l,cider_d \
+    --results_compare "${compare}" \
     "$@"

@@ -54,7 +54,22 @@ def test_one_video_job(tmp_path):
          "--cnn", "random_convnet", "--image_size", "32", "--log_interval", "0"]
     )
     assert read_scp(tmp_path / "dump" / "utt2num_frames.1") == {"msvd-x": "5", "msvd-y": "2"}
-    assert np.isfinite(FeatReader(f"{out}.scp")["msvd-x"]).all()
+    frames = FeatReader(f"{out}.scp")
+    assert np.isfinite(frames["msvd-x"]).all()
+    # temporal_pool mean (seed 001 on TGIF): one row per video, the mean of its frames' rows
+    mean = tmp_path / "mean" / "feats.1"
+    caption_extract_visual_feats.main(
+        ["--media_scp", str(scp), "--out_prefix", str(mean), "--media_type", "video", "--num_frames", "5",
+         "--cnn", "random_convnet", "--image_size", "32", "--log_interval", "0", "--temporal_pool", "mean"]
+    )
+    assert read_scp(tmp_path / "mean" / "utt2num_frames.1") == {"msvd-x": "1", "msvd-y": "1"}
+    for clip in media:
+        np.testing.assert_allclose(FeatReader(f"{mean}.scp")[clip], frames[clip].mean(0, keepdims=True), rtol=1e-5,
+                                   atol=1e-6)
+    with pytest.raises(SystemExit):  # images have nothing to pool over time
+        caption_extract_visual_feats.main(
+            ["--media_scp", str(scp), "--out_prefix", str(tmp_path / "img" / "feats.1"), "--media_type", "image",
+             "--cnn", "random_convnet", "--temporal_pool", "mean"])
 
 
 def test_bad_media_exits_1_naming_line_clip_and_path(tmp_path, capsys):

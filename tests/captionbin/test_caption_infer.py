@@ -1,5 +1,6 @@
 """caption_infer: audio at 8-48 kHz, mono/stereo, FLAC/OGG/MP3 and (PyAV) M4A, a directory,
-bad files and --skip_bad exit codes, TSV and JSON output."""
+bad files and --skip_bad exit codes, TSV and JSON output; image and video models (images, videos,
+GIFs) computing stage 2's CNN features, an exported CNN packed in the archive."""
 
 import csv
 import json
@@ -10,10 +11,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from packed_models import CLIPS, make_packed, write_variant, write_with_pyav
+from packed_models import (CLIPS, IMAGES, VIDEOS, make_packed, make_visual_recipe, visual_pack_args, write_variant,
+                           write_with_pyav)
 from captionbin.caption_infer import get_parser, main
 from captionlib.audio.io import load_audio
-from captionlib.pretrained import PretrainedCaptioner
+from captionlib.pretrained import CNN_MEMBER, PretrainedCaptioner, read_packed
 
 RATES = [8000, 16000, 22050, 44100, 48000]
 
@@ -134,3 +136,115 @@ def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, caps
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"{opt} must be >= " in err and f"got {value}" in err and "missing.zip" not in err, err
+
+
+# ------------------------------------------------------------------ image and video models
+@pytest.fixture(scope="module")
+def visual(tmp_path_factory):
+    """Packed image and video models (the mini recipes' random_convnet), the recipes deleted, and
+    a GIF animation of 6 photos with a PNG of its first frame as Pillow decodes it."""
+    import shutil
+
+    from PIL import Image
+
+    from captionbin.caption_pack import main as pack
+
+    tmp = tmp_path_factory.mktemp("visual")
+    packed, confs = {}, {}
+    for media_type in ("image", "video"):
+        recipe = make_visual_recipe(tmp / media_type, media_type)
+        packed[media_type] = tmp / f"{media_type}.zip"
+        pack(visual_pack_args(recipe, packed[media_type]))
+        confs[media_type] = tmp / f"feats_{media_type}.yaml"
+        shutil.copy(recipe["feats_config"], confs[media_type])
+        shutil.rmtree(tmp / media_type)
+    frames = [Image.open(p).convert("RGB").resize((96, 72)) for p in IMAGES[:6]]
+    gif = tmp / "anim.gif"
+    frames[0].save(gif, save_all=True, append_images=frames[1:], duration=200, loop=0)
+    with Image.open(gif) as im:
+        im.convert("RGB").save(tmp / "first_frame.png")
+    return tmp, packed, confs, gif, tmp / "first_frame.png"
+
+
+def _stage2(conf, media_type, files, tmp_path):
+    """Stage 2's features of ``files``: caption_extract_visual_feats with ``conf``."""
+    from captionbin.caption_extract_visual_feats import main as extract
+    from captionlib.io.feats import FeatReader
+
+    scp = tmp_path / f"{media_type}.scp"
+    scp.write_text("".join(f"clip-{i} {f}\n" for i, f in enumerate(files)))
+    extract(["--config", str(conf), "--media_type", media_type, "--media_scp", str(scp),
+             "--out_prefix", str(tmp_path / "dump" / "feats.1")])
+    reader = FeatReader(str(tmp_path / "dump" / "feats.1.scp"))
+    return [reader[f"clip-{i}"] for i in range(len(files))]
+
+
+def test_video_model_captions_videos_gifs_and_images_from_stage2_features(visual, tmp_path):
+    """caption_infer --model video.zip image.jpg video.avi anim.gif: stage 2's features (the same
+    frames through the same CNN batches), one caption each."""
+    tmp, packed, confs, gif, _ = visual
+    files = [str(IMAGES[0]), str(VIDEOS[0]), str(gif)]
+    main(["--model", str(packed["video"]), "--output", str(tmp_path / "o.json"), *files])
+    got = json.loads((tmp_path / "o.json").read_text())
+    captioner = PretrainedCaptioner.from_pretrained(packed["video"])
+    assert [g["file"] for g in got] == files and [g["caption"] for g in got] == captioner.caption(files)
+    feats = [captioner.features(f) for f in files]
+    assert [f.shape for f in feats] == [(1, 64), (4, 64), (4, 64)]  # a still image is a one-frame video
+    for ours, dumped in zip(feats, _stage2(confs["video"], "video", files, tmp_path)):
+        np.testing.assert_array_equal(ours, dumped)
+
+
+def test_image_model_directory_gif_first_frame_and_videos_refused(visual, tmp_path, capsys):
+    tmp, packed, confs, gif, png = visual
+    d = tmp_path / "photos"
+    (d / "sub").mkdir(parents=True)
+    import shutil
+
+    for p in IMAGES[:3]:
+        shutil.copy(p, d / "sub" / p.name)
+    shutil.copy(gif, d / "anim.GIF")
+    shutil.copy(VIDEOS[0], d / "clip.avi")  # not an image: not listed
+    (d / "notes.txt").write_text("not listed")
+    main(["--model", str(packed["image"]), "--output", str(tmp_path / "o.tsv"), str(d)])
+    _, rows = _tsv(tmp_path / "o.tsv")
+    files = [str(d / "anim.GIF")] + sorted(str(d / "sub" / p.name) for p in IMAGES[:3])
+    assert [r[0] for r in rows] == files
+    captioner = PretrainedCaptioner.from_pretrained(packed["image"])
+    assert [r[1] for r in rows] == captioner.caption(files)
+    # stage 2's features (a grid of 8x8 cells per image), up to the CNN's rounding by batch
+    for path, dumped in zip(files, _stage2(confs["image"], "image", files, tmp_path)):
+        assert dumped.shape == (64, 64)
+        np.testing.assert_allclose(captioner.features(path), dumped, rtol=0, atol=1e-5)
+    # an image model reads a GIF's first frame
+    np.testing.assert_array_equal(captioner.features(gif), captioner.features(png))
+    assert captioner.caption([gif]) == captioner.caption([png])
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(packed["image"]), "--output", str(tmp_path / "o.tsv"), str(VIDEOS[0]), files[1]])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert f"skipped {VIDEOS[0]}: a video, but {packed['image']} was trained on images" in err, err
+    assert [r[0] for r in _tsv(tmp_path / "o.tsv")[1]] == [files[1]]
+    r = subprocess.run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(packed["image"]),
+                        str(tmp_path / "dump")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "no image files" in r.stderr
+
+
+def test_exported_backbone_travels_in_the_archive(tmp_path):
+    """cnn exported: the .pt2 is packed; with the original file gone the archive alone gives stage
+    2's features, at the image size saved in the .pt2."""
+    from captionbin.caption_pack import main as pack
+    from captionlib.visual.cnn import RandomConvNet, export_backbone
+
+    pt2 = tmp_path / "net.pt2"
+    export_backbone(RandomConvNet(seed=3).eval(), pt2, image_size=96, meta={"cnn": "random_convnet_seed3"})
+    recipe = make_visual_recipe(tmp_path / "r", "image", {"cnn": "exported", "cnn_weights": str(pt2)})
+    dumped = _stage2(recipe["feats_config"], "image", IMAGES[:2], tmp_path)
+    packed = tmp_path / "exported.zip"
+    pack(visual_pack_args(recipe, packed))
+    data = pt2.read_bytes()
+    pt2.unlink()
+    captioner = PretrainedCaptioner.from_pretrained(packed)
+    assert captioner.front_end.image_size == 96 and read_packed(packed)[1][CNN_MEMBER] == data
+    for path, ref in zip(IMAGES[:2], dumped):
+        np.testing.assert_allclose(captioner.features(path), ref, rtol=0, atol=1e-5)
+    assert len(captioner.caption(IMAGES[:2])) == 2

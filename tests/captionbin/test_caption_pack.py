@@ -1,13 +1,17 @@
-"""caption_pack: parser, the packed feature/decode configs, errors naming the file."""
+"""caption_pack: parser, the packed feature/decode configs (audio, image and video models, the
+CNN each needs), errors naming the file."""
 
+import hashlib
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
 
-from packed_models import make_recipe, pack_args
+from packed_models import CNN_CONFIGS, make_recipe, make_visual_recipe, pack_args, visual_pack_args
 from captionbin.caption_pack import get_parser, main
-from captionlib.pretrained import read_packed
+from captionlib.pretrained import (CNN_MEMBER, VISUAL_DEFAULTS, VISUAL_KEYS, PretrainedCaptioner, find_cnn_weights,
+                                   pack_model, read_packed)
 
 
 def test_get_parser_and_usage():
@@ -42,3 +46,78 @@ def test_missing_input_fails_naming_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(args)
     assert "df.pkl: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("media_type", ["image", "video"])
+def test_pack_visual_model(tmp_path, media_type):
+    """feats_type cnn: the resolved caption_extract_visual_feats config with feats_type and
+    media_type, nothing else needed for random_convnet (its seed is in the config)."""
+    recipe = make_visual_recipe(tmp_path / "r", media_type)
+    out = tmp_path / "v.zip"
+    main(visual_pack_args(recipe, out))
+    manifest, members = read_packed(out)
+    feats = yaml.safe_load(members["feats_config.yaml"])
+    assert set(feats) == {"feats_type", *VISUAL_KEYS, *VISUAL_DEFAULTS}
+    assert {**feats, **CNN_CONFIGS[media_type]} == feats
+    assert (feats["feats_type"], feats["media_type"]) == ("cnn", media_type)
+    assert CNN_MEMBER not in members and "cnn_weights" not in manifest and manifest["train_sample_rates"] == {}
+
+
+def test_visual_pack_errors_name_the_problem(tmp_path, capsys):
+    recipe = make_visual_recipe(tmp_path / "r", "video")
+    args = visual_pack_args(recipe, tmp_path / "p.zip")
+    i = args.index("--media_type")
+    with pytest.raises(SystemExit) as e:
+        main(args[:i] + args[i + 2:])
+    assert e.value.code == 1 and "--feats_type cnn needs --media_type" in capsys.readouterr().err
+    small = make_visual_recipe(tmp_path / "small", "image", feats_dim=32)
+    with pytest.raises(SystemExit):
+        main(visual_pack_args(small, tmp_path / "p.zip"))
+    assert "takes 32-d features" in capsys.readouterr().err
+    Path(recipe["feats_config"]).write_text(yaml.safe_dump({**CNN_CONFIGS["video"], "output": "grid"}))
+    with pytest.raises(SystemExit):
+        main(visual_pack_args(recipe, tmp_path / "p.zip"))
+    assert "video features are pooled per frame" in capsys.readouterr().err
+    Path(recipe["feats_config"]).write_text(yaml.safe_dump({"cnn": "exported", "cnn_weights": "nope/cnn.pt2"}))
+    with pytest.raises(SystemExit):
+        main(visual_pack_args(recipe, tmp_path / "p.zip"))
+    assert "nope/cnn.pt2: no such CNN weights file" in capsys.readouterr().err
+    assert not (tmp_path / "p.zip").exists()
+    with pytest.raises(ValueError, match="feats_type 'import' cannot be packed"):
+        pack_model(tmp_path / "p.zip", recipe["model_file"], recipe["train_config"], {"feats_type": "import"},
+                   recipe["feats_stats"], recipe["cider_df"])
+
+
+def test_torchvision_weights_are_recorded_not_packed_and_looked_for(tmp_path, monkeypatch):
+    """A torchvision CNN's weights: name, size and SHA-256 in the manifest; at loading, found where
+    they were packed from or in torchvision's cache, else a clear error; another file is refused."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
+    weights = tmp_path / "resnet101-63fe2227.pth"
+    weights.write_bytes(b"the weights")
+    recipe = make_visual_recipe(tmp_path / "r", "image", {"cnn": "resnet101", "cnn_weights": str(weights)})
+    out = tmp_path / "tv.zip"
+    main(visual_pack_args(recipe, out))
+    manifest, members = read_packed(out)
+    assert manifest["cnn_weights"] == {"file": weights.name, "path": str(weights), "bytes": 11,
+                                       "sha256": hashlib.sha256(b"the weights").hexdigest()}
+    assert CNN_MEMBER not in members
+    feats = yaml.safe_load(members["feats_config.yaml"])
+    assert find_cnn_weights(feats, manifest) == str(weights)
+    cache = tmp_path / "torch_home" / "hub" / "checkpoints"
+    weights.rename(tmp_path / "moved.pth")
+    with pytest.raises(FileNotFoundError) as e:
+        find_cnn_weights(feats, manifest, name="tv.zip")
+    for text in ("tv.zip", "resnet101-63fe2227.pth are not in the archive", str(cache), "--cnn_weights"):
+        assert text in str(e.value), e.value
+    assert find_cnn_weights(feats, manifest, given=tmp_path / "moved.pth") == str(tmp_path / "moved.pth")
+    cache.mkdir(parents=True)
+    (cache / weights.name).write_bytes(b"other weights")
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        find_cnn_weights(feats, manifest)
+    (tmp_path / "moved.pth").rename(cache / weights.name)
+    assert find_cnn_weights(feats, manifest) == str(cache / weights.name)
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # not importable here: loading says so, naming the exported route
+        with pytest.raises(RuntimeError, match="torchvision cannot be imported"):
+            PretrainedCaptioner.from_pretrained(out)

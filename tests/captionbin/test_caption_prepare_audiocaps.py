@@ -34,7 +34,7 @@ def test_exit_codes(tmp_path):
     # 1 of 7 train clips is missing: over the default 10%, an error (exit 1) naming the list
     r = _run(*common, "--output_dir", str(tmp_path / "a"))
     assert r.returncode == 1
-    assert f"1 of 7 clips missing (14.3%), listed in {tmp_path / 'a' / 'missing'}" in r.stderr
+    assert f"1 of 7 clips missing (14.3%): mZ9-pQ2rLs7_40; all listed in {tmp_path / 'a' / 'missing'}" in r.stderr
     assert "max_missing_fraction 0.1" in r.stderr and "Traceback" not in r.stderr
     r = _run(*common, "--output_dir", str(tmp_path / "b"), "--max_missing_fraction", "0.2")
     assert r.returncode == 0, r.stderr

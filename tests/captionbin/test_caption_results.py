@@ -345,3 +345,22 @@ def test_significance_pairs_staged_rl_and_xe_decoded_with_another_model_file(tmp
     assert set(sigs) == {"xe_w/scst_p", "xe_w/reinforce_plus_f", "xe_w/reinforce_plus_f/multitask_m"}
     assert all(s.baseline == "xe_w" for s in sigs.values())
     assert abs(sigs["xe_w/reinforce_plus_f/multitask_m"].results[0].delta - 0.3) < 1e-9
+
+
+def test_chosen_comparisons_pair_the_seeds(tmp_path, capsys):
+    exp = tmp_path / "exp"
+    _run_tree(exp)
+    out = tmp_path / "RESULTS.md"
+    main(["--exp_dir", str(exp), "--output", str(out), "--compare", f"{XE}=ensemble",
+          "--compare", f"{XE}/scst_train_scst_small={XE}/sle_train_sle_small", "--compare", "nothing=ensemble"])
+    text = out.read_text()
+    chosen = text[text.index("Chosen comparisons"):].splitlines()
+    lines = [line for line in chosen if line.startswith("- ")]
+    assert len(lines) == 2 * 2  # 2 matched pairs x 2 test sets; the unmatched pair is left out
+    ens = next(line for line in lines if line.startswith(f"- `ensemble` vs `{XE}`, {TAG}, evaluation:"))
+    assert all(f"seed {s}: ΔCIDEr-D +0.050, p=0.0001" in ens for s in range(3)), ens
+    sle = next(line for line in lines if line.startswith(f"- `{XE}/sle_train_sle_small` vs `{XE}/scst_train_scst_small`"))
+    assert sle.endswith("better in 0/3 seeds at p < 0.05")
+    assert "nothing=ensemble: no run of the two" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--exp_dir", str(exp), "--output", str(out), "--compare", "a-b"])

@@ -11,7 +11,7 @@ from test_recipes import EGS, GENERATED, ROOT, _results_rows, _run
 
 FIXTURE = EGS / "mini_audiocaps" / "audiocaps_fixture"
 MISSING_CLIP = "audiocaps-mZ9-pQ2rLs7-40"
-MISSING_LINE = "AudioCaps train: 1 of 7 clips missing (14.3%), listed in data/train/missing"
+MISSING_LINE = "AudioCaps train: 1 of 7 clips missing (14.3%): mZ9-pQ2rLs7_40; all listed in data/train/missing"
 
 
 def _copy(tmp_path, subs):

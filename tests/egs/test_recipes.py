@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EGS = ROOT / "egs"
 RECIPES = ["clotho", "mini_clotho", "soundscapes", "audiocaps", "mini_audiocaps", "mscoco", "msvd", "msrvtt",
-           "mini_mscoco", "mini_msvd", "mini_msrvtt"]
+           "mini_mscoco", "mini_msvd", "mini_msrvtt", "tgif", "mini_tgif"]
 # Generated directories of a recipe run: never part of the checks.
 GENERATED = {"data", "dump", "exp", "downloads"}
 
@@ -181,11 +181,16 @@ def test_caption_sh_rejects_bad_usage():
     seed000_only = {"conf/train_xe_specaug.yaml", "conf/train_scst_pairs.yaml"}
     pretrained_systems = {c for c in confs if re.search(r"panns|convnext|cnn14|beam3", c)}
     assert len(pretrained_systems) == 6, pretrained_systems
+    # seed001_sle_tgif (seed 001's video system) has its configs in egs/tgif and egs/mini_tgif only
+    tgif_system = {c for c in confs if "tgif" in c}
+    assert tgif_system == {"conf/train_xe_tgif.yaml", "conf/train_sle_tgif.yaml", "conf/decode_tgif.yaml"}
     for recipe in RECIPES:
         if (EGS / recipe / "run_preset.sh").exists():
             need = confs if (EGS / recipe / "conf" / "feats_logmel.yaml").exists() else confs - seed000_only
             if recipe != "clotho":
                 need = need - pretrained_systems
+            if recipe not in ("tgif", "mini_tgif"):
+                need = need - tgif_system
             assert all((EGS / recipe / c).is_file() for c in need), (recipe, need)
 
 
@@ -446,7 +451,8 @@ def test_mini_clotho_end_to_end(tmp_path):
                "conf/tuning/pretrain_tagging_cnn10_debug.yaml", "--xe_config",
                "conf/tuning/train_xe_cnn10_transformer_debug.yaml", "--word2vec", "false", "--rl_algo", "scst",
                "--ensemble_models", "", "--num_diversity_samples", "0",
-               "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5"]
+               "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5", "--results_compare",
+               "xe_train_xe_transformer_debug_logmel_word=xe_train_xe_cnn10_transformer_debug_logmel_panns_word"]
     r = _run(["./run.sh", "--stage", "1", *pt_opts], cwd=d, timeout=1200)
     assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
     tagging = d / "exp" / "pretrain_tagging_cnn10_debug"
@@ -462,6 +468,8 @@ def test_mini_clotho_end_to_end(tmp_path):
     assert any(k.startswith("encoder_stack.") for k in first)
     assert next(pt_dir.glob("scst_*/decode_*/evaluation/text")).read_text().strip()
     _assert_caption_infer_gives_stage8(d, pt_dir, tmp_path)
+    chosen = (d / "RESULTS.md").read_text().split("Chosen comparisons", 1)[1]  # --results_compare
+    assert f"- `{pt_dir.name}` vs `xe_train_xe_transformer_debug_logmel_word`, " in chosen
 
     # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
     # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error

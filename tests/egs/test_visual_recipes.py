@@ -4,6 +4,7 @@ on their real-media fixtures (the CNN route, a randomly initialised CNN), and th
 
 import json
 import shutil
+import sys
 
 import h5py
 import numpy as np
@@ -17,7 +18,9 @@ MINI = {
     "mini_mscoco": ("mscoco", []),
     "mini_msvd": ("msvd", ["mini_mscoco"]),
     "mini_msrvtt": ("msrvtt", ["mini_mscoco", "mini_msvd"]),
+    "mini_tgif": ("tgif", ["mini_mscoco"]),
 }
+ALL_OBJECTIVES = ["mini_mscoco", "mini_msrvtt", "mini_msvd"]  # the mini recipes that run every RL objective
 MODELS = {  # the XE config of each mini recipe: (encoder, decoder)
     "mini_mscoco": ("linear", "att_lstm"),
     "mini_msvd": ("rnn", "lstm"),
@@ -34,7 +37,7 @@ def _copy_recipe(tmp_path, mini):
     return tmp_path / "egs" / mini
 
 
-@pytest.mark.parametrize("mini", sorted(MINI))
+@pytest.mark.parametrize("mini", ALL_OBJECTIVES)
 def test_mini_visual_recipe_end_to_end(tmp_path, mini):
     d = _copy_recipe(tmp_path, mini)
     r = _run(["./run.sh"], cwd=d, timeout=1800)
@@ -142,8 +145,59 @@ def test_import_route_self_critical_fc_through_caption_sh(tmp_path):
 def test_visual_recipes_say_what_to_bring():
     for recipe, words in [("mscoco", ["dataset_coco.json", "cocobu_att"]),
                           ("msvd", ["MSR Video Description Corpus.csv", "youtube_mapping.txt"]),
-                          ("msrvtt", ["train_val_videodatainfo.json", "test_videodatainfo.json"])]:
+                          ("msrvtt", ["train_val_videodatainfo.json", "test_videodatainfo.json"]),
+                          ("tgif", ["tgif-v1.0.tsv", "splits/train.txt", "gifs/"])]:
         readme = (EGS / recipe / "README.md").read_text()
         assert "./run.sh" in readme and all(w in readme for w in words), recipe
         r = _run(["local/download.sh"], cwd=EGS / recipe)  # no corpus root: says what to bring, exit 1
         assert r.returncode == 1 and words[0] in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_mini_tgif_preset_end_to_end(tmp_path):
+    """egs/mini_tgif: ./run_preset.sh seed001_sle_tgif, stages 0-10 on the fixture's animated GIFs
+    (one listed GIF without a file, one single-frame GIF): XE then SLE, decoded and scored."""
+    d = _copy_recipe(tmp_path, "mini_tgif")
+    r = _run(["./run_preset.sh", "seed001_sle_tgif"], cwd=d, timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-8000:]
+    # stage 1: the missing GIF is counted, named and listed; stage 2: frames of every GIF through the CNN
+    assert "TGIF train: 1 of 8 GIFs missing (12.5%): tumblr_nb8sq0yel8_250.gif" in out
+    assert (d / "data" / "train" / "missing").read_text().split()[0] == "tgif-tumblr_nb8sq0yel8_250"
+    for split, clips in (("train", 7), ("val", 2), ("test", 3)):
+        video = [line.split()[0] for line in (d / "data" / split / "video.scp").read_text().splitlines()]
+        assert len(video) == clips and video == sorted(video)
+        frames = dict(line.split() for line in (d / "dump" / "cnn" / split / "utt2num_frames").read_text().splitlines())
+        assert list(frames) == video
+        assert set(frames.values()) == {"1"}  # temporal_pool: mean, one row per GIF (the one-frame GIF too)
+    # stages 5-6: the preset's configs (seed 001's model, SLE); stages 8-9: both models scored on test
+    xe_dir = d / "exp" / "xe_train_xe_tgif_cnn_word"
+    conf = yaml.safe_load((xe_dir / "config.yaml").read_text())
+    assert (conf["encoder"], conf["decoder"], conf["decoder_conf"]["init_state"]) == ("linear", "lstm", "audio")
+    hist = json.loads((xe_dir / "sle_train_sle_tgif" / "history.json").read_text())
+    assert len(hist) == 2 and all(np.isfinite(h["train_reward"]) for h in hist), hist
+    rows = _results_rows((d / "RESULTS.md").read_text())
+    assert {(m, s) for m, s in rows} == {(xe_dir.name, "test"), (f"{xe_dir.name}/sle_train_sle_tgif", "test")}
+    assert all(cells["CIDEr-D"] not in ("", "skipped", "nan") for cells in rows.values())
+    assert all(key[0].startswith(xe_dir.name) and "decode_tgif" in cells["decode"] for key, cells in rows.items())
+
+
+def test_mini_tgif_fixture_is_what_its_script_makes(tmp_path):
+    """tgif_fixture/make_fixture.py writes the committed fixture: the same texts and, frame by frame,
+    the same pictures and delays (compared decoded, so that another Pillow's GIF encoder still passes)."""
+    from PIL import Image, ImageSequence
+
+    fixture = EGS / "mini_tgif" / "tgif_fixture"
+    r = _run([sys.executable, str(fixture / "make_fixture.py"), "--output_dir", str(tmp_path)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for name in ["release/tgif-v1.0.tsv", "release/splits/train.txt", "release/splits/val.txt", "release/splits/test.txt"]:
+        assert (tmp_path / name).read_text() == (fixture / name).read_text(), name
+    made = sorted(p.name for p in (tmp_path / "gifs").iterdir())
+    assert made == sorted(p.name for p in (fixture / "gifs").iterdir()) and len(made) == 12
+
+    def decoded(path):
+        with Image.open(path) as img:
+            return [(np.asarray(f.convert("RGB")).tobytes(), f.info.get("duration")) for f in ImageSequence.Iterator(img)]
+
+    for name in made:
+        assert decoded(tmp_path / "gifs" / name) == decoded(fixture / "gifs" / name), name
+

@@ -85,7 +85,7 @@ def test_fixture_splits(tmp_path, split, nclips, ncaps, caplog):
     if split == "train":
         assert len(missing) == 1 and missing[0].split()[:3] == [MISSING_CLIP, "mZ9-pQ2rLs7", "40"]
         assert "mZ9-pQ2rLs7_40.wav" in missing[0].split() and "YmZ9-pQ2rLs7.wav" in missing[0].split()
-        assert f"1 of 7 clips missing (14.3%), listed in {out / 'missing'}" in caplog.text
+        assert f"1 of 7 clips missing (14.3%): mZ9-pQ2rLs7_40; all listed in {out / 'missing'}" in caplog.text
     else:
         assert missing == [] and f"0 of {nclips} clips missing (0.0%)" in caplog.text
     assert stats == {"clips": nclips, "captions": nclips * ncaps, "missing": len(missing),

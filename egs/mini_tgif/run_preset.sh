@@ -1,0 +1,1 @@
+../TEMPLATE/run_preset.sh
