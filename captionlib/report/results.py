@@ -508,7 +508,7 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
     ]
     lines += _significance_lines(sigs, metric)
     if comparisons:
-        lines += ["", f"Chosen comparisons (`caption_results --compare <baseline>=<model>`), the same test seed by "
+        lines += ["", f"Chosen comparisons (`caption_results --compare <baseline>=<model>`), the same test, seed by "
                       f"seed: Δ{metric} = model - baseline, p = one-sided p of \"model better than baseline\".", ""]
         lines += _significance_lines(comparisons, metric)
     return lines

@@ -319,9 +319,10 @@ def test_mini_clotho_end_to_end(tmp_path):
     (diversity columns), and the packed models of stage 10, whose captions of the recipe's
     audio files by caption_infer are stage 8's.
     """
-    # A copy keeps the user's own egs/mini_clotho outputs intact; relative symlinks still resolve.
+    # A copy keeps the user's own egs/mini_clotho outputs intact; relative symlinks still resolve
+    # (conf/feats_panns.yaml is egs/clotho's).
     ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
-    for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
+    for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/clotho/conf", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
     r = _run(["./run.sh"], cwd=d, timeout=1200)
@@ -452,7 +453,7 @@ def test_mini_clotho_end_to_end(tmp_path):
                "conf/tuning/train_xe_cnn10_transformer_debug.yaml", "--word2vec", "false", "--rl_algo", "scst",
                "--ensemble_models", "", "--num_diversity_samples", "0",
                "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5", "--results_compare",
-               "xe_train_xe_transformer_debug_logmel_word=xe_train_xe_cnn10_transformer_debug_logmel_panns_word"]
+               "xe_train_xe_logmel_word_w2v=xe_train_xe_cnn10_transformer_debug_logmel_panns_word"]
     r = _run(["./run.sh", "--stage", "1", *pt_opts], cwd=d, timeout=1200)
     assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
     tagging = d / "exp" / "pretrain_tagging_cnn10_debug"
@@ -469,7 +470,7 @@ def test_mini_clotho_end_to_end(tmp_path):
     assert next(pt_dir.glob("scst_*/decode_*/evaluation/text")).read_text().strip()
     _assert_caption_infer_gives_stage8(d, pt_dir, tmp_path)
     chosen = (d / "RESULTS.md").read_text().split("Chosen comparisons", 1)[1]  # --results_compare
-    assert f"- `{pt_dir.name}` vs `xe_train_xe_transformer_debug_logmel_word`, " in chosen
+    assert f"- `{pt_dir.name}` vs `xe_train_xe_logmel_word_w2v`, " in chosen
 
     # --gpu_inference true (last: it redoes the decodes): the decoding jobs run with --ngpu 1
     # under "${cuda_cmd} --gpu 1"; where no GPU is visible they stop with a clear error
