@@ -495,7 +495,8 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
     against its XE model, then the chosen ``comparisons`` (:func:`collect_comparisons`)."""
     if not sigs and not comparisons:
         return []
-    r0, seed = (list(sigs) + list(comparisons))[0].results[0], (list(sigs) + list(comparisons))[0].bootstrap_seed
+    first = (list(sigs) + list(comparisons))[0]
+    r0, seed = first.results[0], first.bootstrap_seed
     lines = [
         "",
         "## Significance",

@@ -29,21 +29,19 @@ import torch
 from torch import nn
 
 from captionlib.data.datasets import AudioRefsDataset, pad_feats
-from captionlib.io.datadir import read_scp, read_utf8
+from captionlib.io.datadir import feats_dim, read_scp, read_utf8
 from captionlib.models import panns
 from captionlib.models.captioner import ENCODERS
 from captionlib.train.common import fingerprint, fit, write_config
 from captionlib.train.options import TaggingOptions
 from captionlib.train.trainer import set_seed
+from captionlib.train.xe import FEATS_CONFIG, read_feats_config
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import atomic_save, atomic_write_text, load_checkpoint
 
-#: Encoders that can be pretrained: the function giving a checkpoint's front-end tensors in
-#: their authors' layout from the features config (torchlibrosa's for all three), and the
-#: module name of their tagging head.
-AUTHORS_FRONT_END = {"cnn14": panns.front_end_tensors, "cnn10": panns.front_end_tensors,
-                     "convnext": panns.front_end_tensors}
+#: Encoders that can be pretrained, with the module name of their tagging head. Their authors'
+#: checkpoints all hold torchlibrosa's front end (:func:`captionlib.models.panns.front_end_tensors`).
 TAGGING_HEADS = {"cnn14": "fc_audioset", "cnn10": "fc_audioset", "convnext": "head_audioset"}
 #: the authors'-layout checkpoint written into the output dir, and its class list
 PRETRAINED_FILE, CLASSES_FILE = "pretrained.pth", "classes.txt"
@@ -189,14 +187,13 @@ def tagging_validation(dataset: AudioRefsDataset, targets: np.ndarray, device: t
     return validate
 
 
-def authors_checkpoint(model_file: str, encoder: str, feats_config: Mapping[str, Any], path: str,
-                       iteration: int) -> None:
+def authors_checkpoint(model_file: str, feats_config: Mapping[str, Any], path: str, iteration: int) -> None:
     """Write the encoder of a tagging model file (``valid.map.best.pth``) as a checkpoint in
     its authors' layout, ``{"iteration": <updates>, "model": <front-end tensors + encoder
-    state dict>}`` (:data:`AUTHORS_FRONT_END`), atomically."""
+    state dict>}`` (:func:`captionlib.models.panns.front_end_tensors`), atomically."""
     obj = load_checkpoint(model_file)
     state = {k[len("encoder."):]: v for k, v in obj["model"].items() if k.startswith("encoder.")}
-    state.update(AUTHORS_FRONT_END[encoder](feats_config))
+    state.update(panns.front_end_tensors(feats_config))
     atomic_save({"iteration": int(iteration), "model": state}, path)
 
 
@@ -234,13 +231,11 @@ def train_tagging(opts: TaggingOptions) -> str:
             no class, or an encoder that cannot be pretrained here.
         FileNotFoundError: a missing dump dir file, labels CSV or ``feats_config.yaml``.
     """
-    from captionlib.train.xe import FEATS_CONFIG, read_feats_config
-
     check_options(opts)
-    if opts.encoder not in AUTHORS_FRONT_END:
-        raise ValueError(f"encoder {opts.encoder!r} cannot be pretrained here; choose from {sorted(AUTHORS_FRONT_END)}")
+    if opts.encoder not in TAGGING_HEADS:
+        raise ValueError(f"encoder {opts.encoder!r} cannot be pretrained here; choose from {sorted(TAGGING_HEADS)}")
     feats_config = read_feats_config(opts.train_data_dir)
-    AUTHORS_FRONT_END[opts.encoder](feats_config)  # fail early on a config without fs
+    panns.front_end_tensors(feats_config)  # fail early on a config without fs
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)
     train, valid = AudioRefsDataset(opts.train_data_dir), AudioRefsDataset(opts.valid_data_dir)
@@ -248,7 +243,7 @@ def train_tagging(opts: TaggingOptions) -> str:
     if not classes:
         raise ValueError(f"no class: the train clips of {opts.train_data_dir} have no label")
     encoder_conf = dict(opts.encoder_conf, classes_num=len(classes))
-    model_conf = {"encoder": opts.encoder, "encoder_conf": encoder_conf, "feats_dim": train.feats[train.clips[0]].shape[1]}
+    model_conf = {"encoder": opts.encoder, "encoder_conf": encoder_conf, "feats_dim": feats_dim(opts.train_data_dir)}
     model = Tagger(ENCODERS[opts.encoder](model_conf["feats_dim"], **encoder_conf), TAGGING_HEADS[opts.encoder])
     model.to(device)
     out = Path(opts.output_dir)
@@ -277,7 +272,7 @@ def train_tagging(opts: TaggingOptions) -> str:
     best = (max if mode == "max" else min)(history, key=lambda h: h[f"valid_{metric}"])
     path = str(out / PRETRAINED_FILE)
     iteration = sum(int(h["steps"]) for h in history if h["epoch"] <= best["epoch"])
-    authors_checkpoint(str(out / f"valid.{metric}.best.pth"), opts.encoder, feats_config, path, iteration)
+    authors_checkpoint(str(out / f"valid.{metric}.best.pth"), feats_config, path, iteration)
     logging.info("%s: epoch %d (valid mAP %.4f, loss %.4f) in the authors' layout, %d classes (%s); load it with "
                  "encoder_conf: {pretrained: %s, classes_num: %d}", path, best["epoch"], best["valid_map"],
                  best["valid_loss"], len(classes), out / CLASSES_FILE, path, len(classes))
