@@ -13,6 +13,10 @@ import torch
 
 from captionlib.utils.distributed import all_ranks, rows_rand
 
+# steps between the checks "has every row finished?" of :func:`sample` off the CPU (each check
+# copies a flag to the host: a synchronisation that stalls the device's queue of kernels)
+DEVICE_SYNC_EVERY = 4
+
 
 @dataclass
 class SampleOutput:
@@ -63,6 +67,7 @@ def sample(
     temperature: float = 1.0,
     top_k: int = 0,
     return_states: bool = False,
+    sync_every: Optional[int] = None,
 ) -> SampleOutput:
     """Draw one caption per row of ``v`` (multinomial, or arg-max when ``greedy``).
 
@@ -75,11 +80,22 @@ def sample(
         top_k: sample among the k most probable tokens only (0 = all).
         return_states: also return the decoder's hidden vector before each token,
             (batch, length, hidden), as used by critics and learned baselines.
+        sync_every: test whether every row has finished (a device-to-host copy) only every
+            ``sync_every`` steps; ``None``: 1 on the CPU, :data:`DEVICE_SYNC_EVERY` on other
+            devices. The steps run after the last row finished add only padding, which is cut
+            off (one more synchronisation, at the end), so the output is the same for every
+            value; only the random generator differs afterwards (those steps' draws advance it).
 
     Returns:
         :class:`SampleOutput`. ``logprobs`` are those of the model's own (temperature 1)
         distribution so that policy gradients stay unbiased.
+
+    Raises:
+        ValueError: ``sync_every`` < 1.
     """
+    sync_every = (1 if v.device.type == "cpu" else DEVICE_SYNC_EVERY) if sync_every is None else sync_every
+    if sync_every < 1:
+        raise ValueError(f"sync_every must be >= 1, got {sync_every}")
     batch = v.size(0)
     eos = model.eos_id
     logp, state = model.first_step(v)
@@ -109,15 +125,19 @@ def sample(
         ents.append(-(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)
-        if all_ranks(bool(finished.all())):
+        if (t + 1) % sync_every == 0 and all_ranks(bool(finished.all())):
             break
-        logp, state = model.step(tok, state)
+        if t < max_len - 1:
+            logp, state = model.step(tok, state)
+    mask = torch.stack(masks, 1)
+    # columns where some row was alive are a prefix: cut the padding steps after it
+    n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())
     return SampleOutput(
-        tokens=torch.stack(toks, 1),
-        logprobs=torch.stack(lps, 1),
-        mask=torch.stack(masks, 1),
-        entropy=torch.stack(ents, 1),
-        states=torch.stack(hids, 1) if return_states else None,
+        tokens=torch.stack(toks[:n], 1),
+        logprobs=torch.stack(lps[:n], 1),
+        mask=mask[:, :n],
+        entropy=torch.stack(ents[:n], 1),
+        states=torch.stack(hids[:n], 1) if return_states else None,
     )
 
 

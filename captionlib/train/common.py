@@ -25,6 +25,7 @@ from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
 from captionlib.utils.fileio import atomic_write_text
+from captionlib.utils.memory import limit_heap_growth
 
 
 def epoch_batches(
@@ -271,7 +272,8 @@ def fit(
     epoch_start: Optional[Callable[[int], None]] = None,
     encoder_lr_factor: float = 1.0,
 ) -> List[Dict[str, float]]:
-    """The end of every training entry point: the optimizer (``opts.optim``) over the
+    """The end of every training entry point: a fixed glibc mmap threshold
+    (:func:`~captionlib.utils.memory.limit_heap_growth`), the optimizer (``opts.optim``) over the
     model's trainable parameters and ``extra_params``, its learning-rate schedule
     (``opts.scheduler``, over ``max_epoch`` epochs of optimizer steps), the epoch loader of
     ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop. The optimizer
@@ -302,6 +304,9 @@ def fit(
     Raises:
         ValueError: bad optimizer or schedule options (see :mod:`captionlib.train.schedule`).
     """
+    # the activations of batches of varying length fragment glibc's heap (the seed XE stage
+    # reached 7.7 GiB of RSS in a Clotho epoch): see captionlib.utils.memory
+    limit_heap_growth()
     optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr, encoder_lr_factor))
     loader = epoch_loader(train_set, collate, opts)
     scheduler = None

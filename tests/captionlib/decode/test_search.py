@@ -233,3 +233,57 @@ def test_beam_nbest_is_ranked_and_starts_with_the_best():
         assert all(len({tuple(r) for r in rows}) == k for rows in ranked.tolist())  # k distinct hypotheses
     with pytest.raises(ValueError, match="nbest"):
         beam_search(model, v, 2, 12, nbest=3)
+
+
+def _reference_sample(model, v, max_len):
+    """The sampling loop as it was before ``sync_every``: check every step, stop when all rows
+    are done (the oracle of the CPU outputs)."""
+    from captionlib.decode.search import draw_categorical
+
+    logp, state = model.first_step(v)
+    finished = torch.zeros(v.size(0), dtype=torch.bool)
+    toks, lps, ents, masks, hids = [], [], [], [], []
+    for t in range(max_len):
+        hids.append(model.decoder.step_hidden(state))
+        tok = draw_categorical(logp.detach())
+        alive = (~finished).float()
+        if t == max_len - 1:
+            tok = torch.where(finished, tok, tok.new_full((), model.eos_id))
+            lps.append(torch.zeros_like(alive))
+        else:
+            lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
+        toks.append(torch.where(finished, tok.new_zeros(()), tok))
+        ents.append(-(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive)
+        masks.append(alive)
+        finished = finished | (tok == model.eos_id)
+        if bool(finished.all()):
+            break
+        logp, state = model.step(tok, state)
+    return [torch.stack(x, 1) for x in (toks, lps, masks, ents, hids)]
+
+
+@pytest.mark.parametrize("decoder, conf", [
+    ("gru", {"hidden_size": 16}),
+    ("transformer", {"num_layers": 1, "d_model": 16, "nhead": 2, "dim_feedforward": 32}),
+])
+def test_sample_on_cpu_is_the_per_step_loop_for_any_sync_every(decoder, conf):
+    """The CPU sampling loop's outputs are unchanged (same seed, same samples), and checking for
+    finished rows only every k steps (the default off the CPU) gives the same outputs."""
+    torch.manual_seed(0)
+    model = Captioner(9, decoder=decoder, decoder_conf=conf).eval()
+    with torch.no_grad():
+        v = model.encode(torch.randn(6, 40, 64), torch.tensor([40, 30, 20, 40, 10, 25])).repeat_interleave(3, 0)
+        torch.manual_seed(1)
+        want = _reference_sample(model, v, 12)
+        after = torch.rand(1)
+        assert 2 < want[0].size(1)  # rows of several lengths: the padding after eos is exercised
+        for k in (None, 1, 2, 3, 5, 12, 20):
+            torch.manual_seed(1)
+            out = sample(model, v, 12, return_states=True, sync_every=k)
+            for name, a, b in zip(("tokens", "logprobs", "mask", "entropy", "states"), want,
+                                  (out.tokens, out.logprobs, out.mask, out.entropy, out.states)):
+                assert torch.equal(a, b), (k, name)
+            if k in (None, 1):  # on the CPU: not one draw more than the per-step loop
+                assert torch.equal(torch.rand(1), after)
+    with pytest.raises(ValueError, match="sync_every"):
+        sample(model, v, 12, sync_every=0)
