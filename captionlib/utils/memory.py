@@ -36,6 +36,19 @@ HEAP_MMAP_THRESHOLD = 4 << 20
 _SET: Optional[int] = None
 
 
+def glibc() -> Optional[ctypes.CDLL]:
+    """The process's C library when it is glibc on Linux, else ``None`` (musl's ``mallopt``
+    is a stub; macOS has no ``mallopt``)."""
+    if platform.system() != "Linux":
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.gnu_get_libc_version
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def limit_heap_growth(threshold_bytes: int = HEAP_MMAP_THRESHOLD) -> bool:
     """Serve every allocation of ``threshold_bytes`` or more with its own mapping (glibc).
 
@@ -57,12 +70,8 @@ def limit_heap_growth(threshold_bytes: int = HEAP_MMAP_THRESHOLD) -> bool:
         raise ValueError(f"threshold_bytes must be >= 1, got {threshold_bytes}")
     if _SET == threshold_bytes:
         return True
-    if platform.system() != "Linux":
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.gnu_get_libc_version  # glibc only: musl's mallopt is a stub
-    except (OSError, AttributeError):
+    libc = glibc()
+    if libc is None:
         return False
     if libc.mallopt(M_MMAP_THRESHOLD, int(threshold_bytes)) != 1:
         logging.warning("mallopt(M_MMAP_THRESHOLD, %d) refused: glibc's dynamic threshold stays", threshold_bytes)

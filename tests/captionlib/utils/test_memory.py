@@ -1,15 +1,13 @@
-import ctypes
-import platform
 import subprocess
 import sys
 
 import pytest
 
-from captionlib.utils.memory import limit_heap_growth
+from captionlib.utils.memory import glibc, limit_heap_growth
 
 SCRIPT = r"""
 import os, sys, torch
-from captionlib.utils.memory import limit_heap_growth
+from captionlib.utils.memory import glibc, limit_heap_growth
 if sys.argv[1] == "limit":
     assert limit_heap_growth()
 page = os.sysconf("SC_PAGE_SIZE")
@@ -23,15 +21,7 @@ print(rss() - base)
 """
 
 
-def _glibc() -> bool:
-    try:
-        ctypes.CDLL("libc.so.6").gnu_get_libc_version
-        return platform.system() == "Linux"
-    except (OSError, AttributeError):
-        return False
-
-
-@pytest.mark.skipif(not _glibc(), reason="glibc's malloc only")
+@pytest.mark.skipif(glibc() is None, reason="glibc's malloc only")
 def test_freed_tensors_leave_the_heap_with_the_fixed_threshold():
     """Freed 8 MiB tensors below a live one stay resident under glibc's dynamic threshold, and
     are returned with limit_heap_growth (the XE stage's RSS, README "Speed")."""
