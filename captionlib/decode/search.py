@@ -125,10 +125,9 @@ def sample(
         ents.append(-(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive)
         masks.append(alive)
         finished = finished | (tok == eos)
-        if (t + 1) % sync_every == 0 and all_ranks(bool(finished.all())):
+        if t == max_len - 1 or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
             break
-        if t < max_len - 1:
-            logp, state = model.step(tok, state)
+        logp, state = model.step(tok, state)
     mask = torch.stack(masks, 1)
     # columns where some row was alive are a prefix: cut the padding steps after it
     n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())
