@@ -22,7 +22,13 @@ an option:
 It prints the arithmetic lower bound of the XE update (its FLOPs from
 ``torch.utils.flop_counter.FlopCounterMode`` over this machine's ``torch.mm`` FLOP/s,
 measured here) and the projected wall time of a full Clotho run (25 XE + 25 SCST epochs
-with validation every epoch), old and new.
+with validation every epoch), old and new. An SCST epoch is 600 updates: egs/clotho's SCST
+config iterates (clip, caption) pairs (``rl_unit: caption``); ``--rl_unit clip`` projects
+120 (one per clip).
+
+``--decode_compile MODE`` adds the SCST and REINFORCE+ updates with the decoder step and the
+draw of their sampling compiled as graphs (``reduce-overhead``: CUDA graphs; the training
+option of the same name), timed beside the eager ones.
 
 On a GPU (``--device cuda``) every timing synchronises the device before reading the
 clock, the bound uses the GPU's float32 ``torch.mm`` rate (TF32 off, PyTorch's default), and
@@ -30,6 +36,7 @@ the peak GPU memory is printed beside the host's RSS.
 
 Usage:
     python bench/bench_train.py [--num_threads N] [--reps 2] [--device cuda] [--skip_dump]
+        [--decode_compile reduce-overhead] [--rl_unit caption]
 """
 
 import argparse
@@ -51,6 +58,8 @@ sys.path.insert(0, str(HERE))
 
 from captionlib.audio.features import logmel  # noqa: E402
 from captionlib.data.datasets import pad_feats, pad_ids  # noqa: E402
+from captionlib.data import UNITS  # noqa: E402
+from captionlib.decode.options import COMPILE_MODES  # noqa: E402
 from captionlib.decode.search import beam_search, greedy_search  # noqa: E402
 from captionlib.metrics.cider_d import DocumentFrequency  # noqa: E402
 from captionlib.models import captioner as captioner_module  # noqa: E402
@@ -83,6 +92,12 @@ def get_parser() -> argparse.ArgumentParser:
                    help="decoder-only steps on the real captions before measuring (realistic caption lengths)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="torch device of the model and batches (cpu, cuda, cuda:N)")
+    p.add_argument("--decode_compile", default="none", choices=COMPILE_MODES,
+                   help="also time the SCST and REINFORCE+ updates with their sampling compiled so (the training "
+                        "option --decode_compile; reduce-overhead: CUDA graphs on a GPU)")
+    p.add_argument("--rl_unit", default="caption", choices=UNITS,
+                   help="what an SCST epoch of the projection iterates: (clip, caption) pairs, as egs/clotho's SCST "
+                        "config (rl_unit: caption, the seed authors' code), or clips")
     return p
 
 
@@ -306,8 +321,17 @@ def main(argv=None) -> None:
             set_bigru(model, "split")
         return run
 
+    def compiled_sampling(fn):
+        def run():
+            model.decode_compile = args.decode_compile
+            try:
+                fn()
+            finally:
+                model.decode_compile = "none"
+        return run
+
     # every update, old and new paths, round robin
-    t = timed_round_robin({
+    updates = {
         "xe_packed": with_bigru("packed", lambda: xe_update(model, opt, feats_r, lens_r, ys_r, ys_lens_r)),
         "xe": lambda: xe_update(model, opt, feats_r, lens_r, ys_r, ys_lens_r),
         "xe_bucket": lambda: xe_update(model, opt, feats_b, lens_b, ys_b, ys_lens_b),
@@ -315,12 +339,22 @@ def main(argv=None) -> None:
         "scst": lambda: rl_update(scst["shared"], model, opt, clips_r, feats_r, lens_r),
         "scst_bucket": lambda: rl_update(scst["shared"], model, opt, clips_b, feats_b, lens_b),
         "reinforce_plus": lambda: rl_update(rplus, model, opt, clips_r, feats_r, lens_r),
-    }, reps)
+    }
+    if args.decode_compile != "none":  # the warm-up call of each compiles its graphs
+        updates["scst_compiled"] = compiled_sampling(updates["scst"])
+        updates["reinforce_plus_compiled"] = compiled_sampling(updates["reinforce_plus"])
+    t = timed_round_robin(updates, reps)
     xe_old, xe_split, xe_new = t["xe_packed"], t["xe"], t["xe_bucket"]
     scst_old, scst_new, scst_bucket, rplus_t = t["scst_separate"], t["scst"], t["scst_bucket"], t["reinforce_plus"]
     rows.append(("XE update, padded batch", "packed BiGRU", xe_old, "split BiGRU", xe_split))
     rows.append(("XE update (split BiGRU)", "padded batch", xe_split, "bucketed batch", xe_new))
     rows.append(("SCST update, padded batch", "separate baseline encoding", scst_old, "shared", scst_new))
+    compiled_t = {name: t[key] for name, key in (("SCST", "scst_compiled"), ("REINFORCE+", "reinforce_plus_compiled"))
+                  if key in t}
+    if compiled_t:
+        label = f"--decode_compile {args.decode_compile}"
+        rows.append(("SCST update, padded batch", "eager sampling", scst_new, label, compiled_t["SCST"]))
+        rows.append(("REINFORCE+ update, padded batch", "eager sampling", rplus_t, label, compiled_t["REINFORCE+"]))
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     peak_gpu_gib = torch.cuda.max_memory_allocated(DEVICE) / 2 ** 30 if DEVICE.type == "cuda" else 0.0
 
@@ -398,6 +432,9 @@ def main(argv=None) -> None:
           f"REINFORCE+ | {rplus_t:.3f} | {rplus_t / xe_split:.2f}x XE |")
     print(f"| SCST / XE update, padded batch (new paths) | XE | {xe_split:.3f} | SCST | {scst_new:.3f} | "
           f"{scst_new / xe_split:.2f}x XE |")
+    for name, seconds in compiled_t.items():
+        print(f"| {name} (--decode_compile {args.decode_compile}) / XE update, padded batch | XE | {xe_split:.3f} | "
+              f"{name} | {seconds:.3f} | {seconds / xe_split:.2f}x XE |")
     print(f"| beam 5 (batched) / greedy, search only | greedy | {greedy_t:.3f} | beam 5 | {beam_t:.3f} | "
           f"{beam_t / greedy_t:.2f}x greedy |")
     print()
@@ -410,7 +447,8 @@ def main(argv=None) -> None:
     # projection: 25 XE + 25 SCST epochs of full Clotho, validation on 1045 clips each epoch
     nb = s.batch_size
     xe_batches = len(s.schedules["random"])
-    rl_batches = -(-CLOTHO_DEV_CLIPS // nb)
+    rl_items = CLOTHO_DEV_CLIPS * (CAPTIONS_PER_CLIP if args.rl_unit == "caption" else 1)
+    rl_batches = -(-rl_items // nb)
     valid_batches = -(-CLOTHO_VALID_CLIPS // nb)
     valid_caption_batches = -(-CLOTHO_VALID_CLIPS * CAPTIONS_PER_CLIP // nb)
     # old: each validation caption encoded with teacher forcing, then every clip encoded
@@ -421,7 +459,8 @@ def main(argv=None) -> None:
     old_h = (EPOCHS_XE * (xe_batches * xe_old + valid_old) + EPOCHS_RL * (rl_batches * scst_old + valid_rl_old)) / 3600
     new_h = (EPOCHS_XE * (xe_batches * xe_new + valid_new) + EPOCHS_RL * (rl_batches * scst_bucket + valid_rl_new)) / 3600
     print(f"projected full Clotho ({CLOTHO_DEV_CLIPS} clips x {CAPTIONS_PER_CLIP} captions, "
-          f"{EPOCHS_XE} XE + {EPOCHS_RL} SCST epochs, validation on {CLOTHO_VALID_CLIPS} clips each epoch):")
+          f"{EPOCHS_XE} XE + {EPOCHS_RL} SCST epochs of rl_unit {args.rl_unit}, validation on {CLOTHO_VALID_CLIPS} "
+          f"clips each epoch):")
     print(f"  old paths (random batches, packed BiGRU, separate baseline encoding, validation per caption): "
           f"{old_h:.2f} h")
     print(f"  new paths (bucketed batches, split BiGRU, shared baseline encoding, one pass per clip): {new_h:.2f} h "

@@ -12,6 +12,12 @@ from typing import Optional
 
 from captionlib.utils.cli import in_range
 
+#: ``--decode_compile`` values (see :func:`captionlib.decode.search.compiled`): ``none`` (eager),
+#: a ``torch.compile`` mode (``reduce-overhead``: CUDA graphs on a GPU), or a ``torch.compile``
+#: backend that only traces (``eager``, ``aot_eager``: a check that a step is one graph)
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
+                 "eager", "aot_eager")
+
 # option: (allowed range, as the training options write it: see captionlib.utils.cli.in_range; what it means)
 _RANGES = {
     "beam_size": (">= 1", "1: greedy search"),

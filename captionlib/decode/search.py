@@ -6,16 +6,63 @@ or a word-level ensemble of several). Sequences are returned as (batch, length) 
 tensors padded with 0 after eos; eos itself is kept in the sequence.
 """
 
+import logging
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-from captionlib.utils.distributed import all_ranks, rows_rand
+from captionlib.decode.options import COMPILE_MODES
+from captionlib.utils.distributed import all_ranks, row_sharded, rows_rand
 
 # steps between the checks "has every row finished?" of :func:`sample` off the CPU (each check
 # copies a flag to the host: a synchronisation that stalls the device's queue of kernels)
 DEVICE_SYNC_EVERY = 4
+
+_TRACE_BACKENDS = ("eager", "aot_eager")
+_COMPILED: Dict[Tuple[Callable, str], Callable] = {}
+_EAGER_LOGGED: list = []  # the warning of compiled() under row-sharded randomness, given once
+
+
+def compiled(fn: Callable, mode: str) -> Callable:
+    """``fn`` compiled as one graph by ``torch.compile(fullgraph=True)`` (cached per function
+    and mode), or ``fn`` itself for mode ``none``.
+
+    The decoder steps and :func:`_draw_step` are written without host synchronisation or
+    data-dependent shapes, so each traces into a single graph; ``reduce-overhead`` replays it
+    as a CUDA graph (one launch per step instead of one per kernel). Dynamo's support of
+    ``nn.GRU``/``nn.LSTM`` (``allow_rnn``) is switched on around each call. Inside
+    :func:`~captionlib.utils.distributed.row_sharded_randomness` with several ranks every
+    draw is a collective, so ``fn`` runs eagerly there (logged once).
+
+    Raises:
+        ValueError: ``mode`` not in :data:`~captionlib.decode.options.COMPILE_MODES`.
+        torch._dynamo.exc.Unsupported: (at the first call) ``fn`` does not trace into one graph.
+    """
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    if mode == "none":
+        return fn
+    if row_sharded():
+        if not _EAGER_LOGGED:
+            logging.warning("compile mode %s: sampling runs eagerly under row-sharded randomness (several ranks)", mode)
+            _EAGER_LOGGED.append(mode)
+        return fn
+    key = (fn, mode)
+    if key not in _COMPILED:
+        graph = torch.compile(fn, fullgraph=True, **({"backend": mode} if mode in _TRACE_BACKENDS else {"mode": mode}))
+
+        def run(*args):
+            with torch._dynamo.config.patch(allow_rnn=True):
+                return graph(*args)
+
+        _COMPILED[key] = run
+    return _COMPILED[key]
+
+
+def _model_step(model: Any, tokens: torch.Tensor, state: Any) -> Tuple[torch.Tensor, Any]:
+    """``model.step(tokens, state)``, as one function to compile for every model."""
+    return model.step(tokens, state)
 
 
 @dataclass
@@ -59,6 +106,43 @@ def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tens
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.size(1) - 1)
 
 
+def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool, greedy: bool,
+               temperature: float, top_k: int):
+    """One step of :func:`sample` after the decoder: the token of each row and its
+    bookkeeping, without host synchronisation (a capturable graph under :func:`compiled`).
+
+    Args:
+        logp: (batch, vocab) the step's log-probabilities.
+        finished: (batch,) bool, rows that emitted eos at an earlier step.
+        eos: the eos id; last: the step at ``max_len`` (eos is forced).
+
+    Returns:
+        (batch,) each: the drawn token (fed to the decoder), the token of the caption (0 for
+        finished rows), its log-probability (0 when finished or forced), the distribution's
+        entropy in nats (0 when finished), alive (1.0 for rows not finished before this
+        step), and the new ``finished``.
+    """
+    if greedy:
+        tok = logp.argmax(-1)
+    else:
+        scores = logp.detach()
+        if top_k > 0:
+            kth = scores.topk(top_k, dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        tok = draw_categorical(scores, temperature)
+    alive = (~finished).to(logp.dtype)
+    if last:
+        # truncation: eos is forced, so under the truncated policy its probability is 1
+        # and it adds nothing to log p(caption) (else the policy gradient is biased)
+        tok = torch.where(finished, tok, tok.new_full((), eos))
+        lp = torch.zeros_like(alive)
+    else:
+        lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive
+    # -sum p log p with 0 log 0 = 0: the -inf log-probs (padding) give 0, with a 0 gradient
+    ent = -(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive
+    return tok, torch.where(finished, tok.new_zeros(()), tok), lp, ent, alive, finished | (tok == eos)
+
+
 def sample(
     model: Any,
     v: torch.Tensor,
@@ -68,6 +152,7 @@ def sample(
     top_k: int = 0,
     return_states: bool = False,
     sync_every: Optional[int] = None,
+    compile_mode: Optional[str] = None,
 ) -> SampleOutput:
     """Draw one caption per row of ``v`` (multinomial, or arg-max when ``greedy``).
 
@@ -85,49 +170,38 @@ def sample(
             devices. The steps run after the last row finished add only padding, which is cut
             off (one more synchronisation, at the end), so the output is the same for every
             value; only the random generator differs afterwards (those steps' draws advance it).
+        compile_mode: run the decoder step and the draw as compiled graphs (:func:`compiled`):
+            one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's ``decode_compile`` attribute
+            (set by the training stages' ``--decode_compile``), else ``"none"`` (eager).
 
     Returns:
         :class:`SampleOutput`. ``logprobs`` are those of the model's own (temperature 1)
         distribution so that policy gradients stay unbiased.
 
     Raises:
-        ValueError: ``sync_every`` < 1.
+        ValueError: ``sync_every`` < 1, or an unknown ``compile_mode``.
     """
     sync_every = (1 if v.device.type == "cpu" else DEVICE_SYNC_EVERY) if sync_every is None else sync_every
     if sync_every < 1:
         raise ValueError(f"sync_every must be >= 1, got {sync_every}")
-    batch = v.size(0)
-    eos = model.eos_id
+    compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
+    step, draw = compiled(_model_step, compile_mode), compiled(_draw_step, compile_mode)
     logp, state = model.first_step(v)
-    finished = torch.zeros(batch, dtype=torch.bool, device=v.device)
+    finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
     for t in range(max_len):
         if return_states:
             hids.append(model.decoder.step_hidden(state))
-        if greedy:
-            tok = logp.argmax(-1)
-        else:
-            scores = logp.detach()
-            if top_k > 0:
-                kth = scores.topk(top_k, dim=-1).values[:, -1:]
-                scores = scores.masked_fill(scores < kth, float("-inf"))
-            tok = draw_categorical(scores, temperature)
-        alive = (~finished).to(logp.dtype)
-        if t == max_len - 1:
-            # truncation: eos is forced, so under the truncated policy its probability is 1
-            # and it adds nothing to log p(caption) (else the policy gradient is biased)
-            tok = torch.where(finished, tok, tok.new_full((), eos))
-            lps.append(torch.zeros_like(alive))
-        else:
-            lps.append(logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive)
-        toks.append(torch.where(finished, tok.new_zeros(()), tok))
-        # -sum p log p with 0 log 0 = 0: the -inf log-probs (padding) give 0, with a 0 gradient
-        ents.append(-(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive)
+        last = t == max_len - 1  # eagerly: one graph fewer to compile
+        tok, out, lp, ent, alive, finished = (_draw_step if last else draw)(
+            logp, finished, model.eos_id, last, greedy, temperature, top_k)
+        toks.append(out)
+        lps.append(lp)
+        ents.append(ent)
         masks.append(alive)
-        finished = finished | (tok == eos)
-        if t == max_len - 1 or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
+        if last or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
             break
-        logp, state = model.step(tok, state)
+        logp, state = step(model, tok, state)
     mask = torch.stack(masks, 1)
     # columns where some row was alive are a prefix: cut the padding steps after it
     n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())

@@ -61,6 +61,10 @@ class Captioner(nn.Module):
         ValueError: unknown encoder or decoder, or both ``feats_dim`` and ``n_mels`` given.
     """
 
+    #: :func:`captionlib.decode.search.sample`'s default compile mode for this model (a
+    #: training option, not saved: see ``--decode_compile``)
+    decode_compile = "none"
+
     def __init__(
         self,
         vocab_size: int,

@@ -273,10 +273,11 @@ def fit(
     encoder_lr_factor: float = 1.0,
 ) -> List[Dict[str, float]]:
     """The end of every training entry point: a fixed glibc mmap threshold
-    (:func:`~captionlib.utils.memory.limit_heap_growth`), the optimizer (``opts.optim``) over the
-    model's trainable parameters and ``extra_params``, its learning-rate schedule
-    (``opts.scheduler``, over ``max_epoch`` epochs of optimizer steps), the epoch loader of
-    ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop. The optimizer
+    (:func:`~captionlib.utils.memory.limit_heap_growth`), the model's ``decode_compile``
+    (``opts.decode_compile``, read by :func:`~captionlib.decode.search.sample`), the
+    optimizer (``opts.optim``) over the model's trainable parameters and ``extra_params``,
+    its learning-rate schedule (``opts.scheduler``, over ``max_epoch`` epochs of optimizer
+    steps), the epoch loader of ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop. The optimizer
     holds the parameters trainable when it is built, so a module that ``epoch_start``
     freezes for the first epochs is in it from the start (Adam and AdamW skip parameters
     without a gradient, and start their moments when the module is unfrozen).
@@ -307,6 +308,7 @@ def fit(
     # the activations of batches of varying length fragment glibc's heap (the seed XE stage
     # reached 7.7 GiB of RSS in a Clotho epoch): see captionlib.utils.memory
     limit_heap_growth()
+    model.decode_compile = opts.decode_compile  # read by captionlib.decode.search.sample
     optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr, encoder_lr_factor))
     loader = epoch_loader(train_set, collate, opts)
     scheduler = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, Optional
 
 from captionlib.data import UNITS
+from captionlib.decode.options import COMPILE_MODES
 from captionlib.train import SELECTION_MODES
 
 #: ``--batch_type`` values: shuffled batches, or length-bucketed ones (see ``epoch_batches``).
@@ -95,6 +96,10 @@ class TrainOptions:
     ngpu: int = option(0, "0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)", RUNTIME, valid=">= 0")
     amp: str = option("none", "mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on "
                               "CPU", RUNTIME, AMP_CHOICES)
+    decode_compile: str = option(
+        "none", "sampling and greedy decoding (RL samples and baselines, validation captions) with the decoder step "
+                "and each draw compiled as one graph by torch.compile: reduce-overhead replays them as CUDA graphs "
+                "(none: eager; the CPU gains nothing)", RUNTIME, COMPILE_MODES)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
     dry_run: bool = option(False, "build the model and exit", RUNTIME)
 

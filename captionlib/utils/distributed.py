@@ -226,6 +226,11 @@ def row_sharded_randomness(active: bool = True) -> Iterator[None]:
         _ROWS["active"] = previous
 
 
+def row_sharded() -> bool:
+    """Whether :func:`row_sharded_randomness` is in effect (with a process group)."""
+    return _ROWS["active"]
+
+
 def _my_rows(rows: int, draw) -> torch.Tensor:
     """``draw(total)`` for the rows of all ranks stacked in rank order, sliced to this
     rank's ``rows`` (one all-reduce of the row counts)."""

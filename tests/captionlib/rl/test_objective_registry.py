@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from bad_inputs import write_raw_ark
 from captionlib.rl import RL_ALGOS, RL_OBJECTIVES, objective_class, register_objective
 from captionlib.rl.options import RLOptions
+from tiny_training import train_tiny_xe
 
 
 def test_every_built_in_algorithm_has_a_class_with_from_options():
@@ -51,35 +51,10 @@ class ToyObjective(nn.Module):
         return loss, {"reward": float(r.mean())}
 
 
-def _dump(root, rng):
-    root.mkdir()
-    clips = {f"c{i}": rng.standard_normal((40 + 4 * i, 16)).astype(np.float32) for i in range(4)}
-    scp = write_raw_ark(root / "feats", clips)
-    (root / "feats.scp").write_text(scp.read_text())
-    (root / "feats_dim").write_text("16\n")
-    caps = {"c0": ["a dog barks", "a dog"], "c1": ["rain falls"], "c2": ["a bird sings"], "c3": ["rain and a dog"]}
-    (root / "text").write_text("".join(f"{c}-{k + 1} {t}\n" for c, ts in caps.items() for k, t in enumerate(ts)))
-    (root / "utt2spk").write_text("".join(f"{c}-{k + 1} {c}\n" for c, ts in caps.items() for k in range(len(ts))))
-    (root / "spk2utt").write_text(
-        "".join(f"{c} {' '.join(f'{c}-{k + 1}' for k in range(len(ts)))}\n" for c, ts in caps.items()))
-    return root
-
-
 def test_a_registered_objective_trains_through_train_rl(tmp_path):
-    from captionlib.metrics.cider_d import compute_cider_df
     from captionlib.rl.train import train_rl
-    from captionlib.train.options import XEOptions
-    from captionlib.train.xe import train_xe
 
-    data = _dump(tmp_path / "dump", np.random.default_rng(0))
-    tokens = tmp_path / "tokens.txt"
-    tokens.write_text("<blank>\n<unk>\na\nand\nbarks\nbird\ndog\nfalls\nrain\nsings\n<sos/eos>\n")
-    small = {"encoder": "linear", "encoder_conf": {"output_size": 8}, "decoder": "gru",
-             "decoder_conf": {"embed_size": 8, "hidden_size": 8}}
-    xe = XEOptions(train_data_dir=str(data), valid_data_dir=str(data), output_dir=str(tmp_path / "xe"),
-                   token_list=str(tokens), batch_size=4, max_epoch=1, max_len=6, **small)
-    train_xe(xe)
-    compute_cider_df(str(data / "text"), str(tmp_path / "cider_df.npz"))
+    data = train_tiny_xe(tmp_path)
 
     register_objective("toy", ToyObjective)
     try:

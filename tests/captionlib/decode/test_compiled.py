@@ -1,0 +1,111 @@
+"""Sampling with the decoder step and the draw compiled as graphs (``--decode_compile``,
+issue 27): each traces into one graph (``fullgraph``), with ``aot_eager`` (tracing and
+autograd, eager kernels, the same random draws) it gives the eager outputs and gradients,
+and SCST trains alike with it. CUDA graphs (``reduce-overhead``) need a GPU: not run here."""
+
+import json
+import logging
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from captionlib.decode import search
+from captionlib.decode.options import COMPILE_MODES
+from captionlib.decode.search import compiled, greedy_search, sample
+from captionlib.models.captioner import Captioner
+from captionlib.train.options import TrainOptions
+from tiny_training import train_tiny_xe
+
+DECODERS = [
+    ("gru", {"hidden_size": 16}),
+    ("transformer", {"num_layers": 1, "d_model": 16, "nhead": 2, "dim_feedforward": 32}),
+]
+
+
+def _sample_and_backward(model, feats, lens, mode):
+    """One sampling pass in training mode (dropout on) and its backward pass."""
+    torch.manual_seed(1)
+    model.zero_grad()
+    v = model.encode(feats, lens).repeat_interleave(3, 0)
+    out = sample(model, v, 12, compile_mode=mode)
+    (out.logprobs.sum() + out.entropy.sum()).backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return out, grads, torch.rand(1)
+
+
+@pytest.mark.parametrize("decoder, conf", DECODERS)
+def test_compiled_sampling_is_one_graph_per_step_and_matches_eager(decoder, conf):
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = Captioner(9, decoder=decoder, decoder_conf=conf).train()
+    feats, lens = torch.randn(6, 40, 64), torch.tensor([40, 30, 20, 40, 10, 25])
+    want, want_grads, want_after = _sample_and_backward(model, feats, lens, "none")
+    assert want.tokens.size(1) > 2 and not want.mask.all()  # rows of several lengths
+    for _ in range(2):  # the second call replays the graphs compiled by the first
+        got, grads, after = _sample_and_backward(model, feats, lens, "aot_eager")
+        assert torch.equal(got.tokens, want.tokens) and torch.equal(got.mask, want.mask)
+        torch.testing.assert_close(got.logprobs, want.logprobs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got.entropy, want.entropy, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grads, want_grads, rtol=1e-4, atol=1e-5)
+        assert torch.equal(after, want_after)  # the same random draws, dropout's included
+    assert not counters["graph_break"]
+    # the draw (one graph) and the step (a GRU's one; the Transformer's cache grows, so it
+    # is compiled again once, with the position as a symbol), not one graph per position
+    assert counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
+    model.eval()
+    with torch.no_grad():
+        v = model.encode(feats, lens)
+        model.decode_compile = "aot_eager"  # what --decode_compile sets: greedy decoding reads it
+        greedy = greedy_search(model, v, 12)
+        model.decode_compile = "none"
+        assert torch.equal(greedy, greedy_search(model, v, 12))
+
+
+def test_compile_modes_are_checked_and_row_sharded_draws_stay_eager(monkeypatch, caplog):
+    assert TrainOptions.__dataclass_fields__["decode_compile"].default == "none"
+    assert compiled(search._draw_step, "none") is search._draw_step
+    with pytest.raises(ValueError, match="compile mode must be one of none, default, reduce-overhead"):
+        compiled(search._draw_step, "reduce_overhead")
+    assert set(COMPILE_MODES) >= {"none", "default", "reduce-overhead", "aot_eager"}
+    # several ranks drawing the global batch's rows: a collective per draw cannot be captured
+    monkeypatch.setattr(search, "row_sharded", lambda: True)
+    monkeypatch.setattr(search, "_EAGER_LOGGED", [])
+    with caplog.at_level(logging.WARNING):
+        assert compiled(search._draw_step, "reduce-overhead") is search._draw_step
+        assert compiled(search._model_step, "reduce-overhead") is search._model_step
+    assert [r.getMessage() for r in caplog.records].count(
+        "compile mode reduce-overhead: sampling runs eagerly under row-sharded randomness (several ranks)") == 1
+
+
+def test_scst_trains_alike_with_decode_compile(tmp_path):
+    """Stage 5-6's entry points with ``--decode_compile aot_eager``: validation's greedy
+    captions and SCST's samples and baselines run through the compiled graphs and give the
+    eager run's history."""
+    from captionlib.rl.options import RLOptions
+    from captionlib.rl.train import train_rl
+
+    torch._dynamo.reset()
+    data = train_tiny_xe(tmp_path)
+    histories, graphs_made = {}, []
+    for mode in ("none", "aot_eager"):
+        counters.clear()
+        out = tmp_path / f"scst_{mode}"
+        train_rl(RLOptions(rl_algo="scst", init_param=str(tmp_path / "xe" / "valid.cider_d.best.pth"),
+                           cider_df=str(tmp_path / "cider_df.npz"), train_data_dir=str(data),
+                           valid_data_dir=str(data), output_dir=str(out), batch_size=2, max_epoch=2,
+                           max_len=6, decode_compile=mode))
+        histories[mode] = json.loads((out / "history.json").read_text())
+        graphs_made.append(counters["stats"]["unique_graphs"])
+    assert graphs_made[0] == 0 and graphs_made[1] >= 2, graphs_made  # the option reached the sampling loop
+    eager, graphs = histories["none"], histories["aot_eager"]
+    assert [h["steps"] for h in graphs] == [h["steps"] for h in eager] == [2, 2]
+    for a, b in zip(eager, graphs):
+        for key in ("train_reward", "train_baseline", "train_entropy", "train_sample_len", "valid_cider_d",
+                    "valid_bleu_4"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+    weights = [torch.load(tmp_path / f"scst_{m}" / "latest.pth", weights_only=True)["model"] for m in histories]
+    for key, value in weights[0].items():
+        torch.testing.assert_close(weights[1][key], value, rtol=1e-4, atol=1e-6)
