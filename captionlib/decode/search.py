@@ -6,6 +6,7 @@ or a word-level ensemble of several). Sequences are returned as (batch, length) 
 tensors padded with 0 after eos; eos itself is kept in the sequence.
 """
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -20,24 +21,40 @@ from captionlib.utils.distributed import all_ranks, row_sharded, rows_rand
 DEVICE_SYNC_EVERY = 4
 
 _TRACE_BACKENDS = ("eager", "aot_eager")
+# modes that replay CUDA graphs (CUDA graph trees): a replay's outputs live in the graphs' memory
+# pool until a later replay reuses it
+_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _COMPILED: Dict[Tuple[Callable, str], Callable] = {}
+#: versions of one compiled function before dynamo refuses (its default, 8, is reached by a
+#: Transformer's training and validation: modes x gradients x cache lengths)
+RECOMPILE_LIMIT = 32
 _EAGER_LOGGED: list = []  # the warning of compiled() under row-sharded randomness, given once
 
 
 def compiled(fn: Callable, mode: str) -> Callable:
-    """``fn`` compiled as one graph by ``torch.compile(fullgraph=True)`` (cached per function
-    and mode), or ``fn`` itself for mode ``none``.
+    """``fn`` compiled as one graph by ``torch.compile(fullgraph=True, dynamic=True)``
+    (cached per function and mode), or ``fn`` itself for mode ``none``. Call it inside
+    :func:`compile_settings`.
 
     The decoder steps and :func:`_draw_step` are written without host synchronisation or
-    data-dependent shapes, so each traces into a single graph; ``reduce-overhead`` replays it
-    as a CUDA graph (one launch per step instead of one per kernel). Dynamo's support of
-    ``nn.GRU``/``nn.LSTM`` (``allow_rnn``) is switched on around each call. Inside
+    data-dependent shapes, so each traces into a single graph, with the batch size and a
+    Transformer cache's length as symbols (one graph serves every batch and position);
+    ``reduce-overhead`` replays it as a CUDA graph (one launch per step instead of one per
+    kernel; CUDA graph trees record one per shape and call position). They start a new
+    iteration at each call without a pending backward pass (greedy decoding under
+    ``no_grad``) and then reuse the memory of the last one's outputs, so in the modes that
+    replay CUDA graphs the outputs are cloned (:func:`_cloned`), as gpt-fast's decoding loop
+    does, before the loop keeps them or feeds them to the next step. Inside
     :func:`~captionlib.utils.distributed.row_sharded_randomness` with several ranks every
     draw is a collective, so ``fn`` runs eagerly there (logged once).
 
     Raises:
         ValueError: ``mode`` not in :data:`~captionlib.decode.options.COMPILE_MODES`.
-        torch._dynamo.exc.Unsupported: (at the first call) ``fn`` does not trace into one graph.
+
+    The returned function raises ``torch._dynamo.exc.Unsupported`` at its first call if ``fn``
+    does not trace into one graph, and ``FailOnRecompileLimitHit`` past
+    :data:`RECOMPILE_LIMIT` versions (training and eval mode, with and without gradients,
+    greedy or sampled, each a version).
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
@@ -50,14 +67,29 @@ def compiled(fn: Callable, mode: str) -> Callable:
         return fn
     key = (fn, mode)
     if key not in _COMPILED:
-        graph = torch.compile(fn, fullgraph=True, **({"backend": mode} if mode in _TRACE_BACKENDS else {"mode": mode}))
-
-        def run(*args):
-            with torch._dynamo.config.patch(allow_rnn=True):
-                return graph(*args)
-
-        _COMPILED[key] = run
+        graph = torch.compile(fn, fullgraph=True, dynamic=True,
+                              **({"backend": mode} if mode in _TRACE_BACKENDS else {"mode": mode}))
+        _COMPILED[key] = (lambda *args: _cloned(graph(*args))) if mode in _CUDA_GRAPH_MODES else graph
     return _COMPILED[key]
+
+
+def compile_settings(mode: str):
+    """The dynamo settings of :func:`compiled` functions, as a context around the decoding
+    loop (set once per loop rather than per call): ``nn.GRU``/``nn.LSTM`` traced
+    (``allow_rnn``) and :data:`RECOMPILE_LIMIT`. A no-op for mode ``none``."""
+    if mode == "none":
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(allow_rnn=True, recompile_limit=RECOMPILE_LIMIT)
+
+
+def _cloned(x: Any) -> Any:
+    """``x`` with every tensor cloned, through tuples and named tuples (decoder states)."""
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, tuple):
+        items = [_cloned(item) for item in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
+    return x
 
 
 def _model_step(model: Any, tokens: torch.Tensor, state: Any) -> Tuple[torch.Tensor, Any]:
@@ -115,6 +147,7 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         logp: (batch, vocab) the step's log-probabilities.
         finished: (batch,) bool, rows that emitted eos at an earlier step.
         eos: the eos id; last: the step at ``max_len`` (eos is forced).
+        greedy, temperature, top_k: as :func:`sample`'s.
 
     Returns:
         (batch,) each: the drawn token (fed to the decoder), the token of the caption (0 for
@@ -189,19 +222,20 @@ def sample(
     logp, state = model.first_step(v)
     finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
-    for t in range(max_len):
-        if return_states:
-            hids.append(model.decoder.step_hidden(state))
-        last = t == max_len - 1  # eagerly: one graph fewer to compile
-        tok, out, lp, ent, alive, finished = (_draw_step if last else draw)(
-            logp, finished, model.eos_id, last, greedy, temperature, top_k)
-        toks.append(out)
-        lps.append(lp)
-        ents.append(ent)
-        masks.append(alive)
-        if last or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
-            break
-        logp, state = step(model, tok, state)
+    with compile_settings(compile_mode):
+        for t in range(max_len):
+            if return_states:
+                hids.append(model.decoder.step_hidden(state))
+            last = t == max_len - 1  # eagerly: one graph fewer to compile
+            tok, out, lp, ent, alive, finished = (_draw_step if last else draw)(
+                logp, finished, model.eos_id, last, greedy, temperature, top_k)
+            toks.append(out)
+            lps.append(lp)
+            ents.append(ent)
+            masks.append(alive)
+            if last or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
+                break
+            logp, state = step(model, tok, state)
     mask = torch.stack(masks, 1)
     # columns where some row was alive are a prefix: cut the padding steps after it
     n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())

@@ -3,7 +3,6 @@ from the options; a new objective trains through the same entry point as the bui
 
 import json
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
