@@ -204,8 +204,9 @@ def sample(
             off (one more synchronisation, at the end), so the output is the same for every
             value; only the random generator differs afterwards (those steps' draws advance it).
         compile_mode: run the decoder step and the draw as compiled graphs (:func:`compiled`):
-            one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's ``decode_compile`` attribute
-            (set by the training stages' ``--decode_compile``), else ``"none"`` (eager).
+            one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's
+            ``decode_compile`` attribute (set by the training stages' ``--decode_compile``),
+            else ``"none"`` (eager).
 
     Returns:
         :class:`SampleOutput`. ``logprobs`` are those of the model's own (temperature 1)

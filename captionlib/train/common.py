@@ -277,10 +277,11 @@ def fit(
     (``opts.decode_compile``, read by :func:`~captionlib.decode.search.sample`), the
     optimizer (``opts.optim``) over the model's trainable parameters and ``extra_params``,
     its learning-rate schedule (``opts.scheduler``, over ``max_epoch`` epochs of optimizer
-    steps), the epoch loader of ``train_set`` and the :class:`~captionlib.train.trainer.Trainer` loop. The optimizer
-    holds the parameters trainable when it is built, so a module that ``epoch_start``
-    freezes for the first epochs is in it from the start (Adam and AdamW skip parameters
-    without a gradient, and start their moments when the module is unfrozen).
+    steps), the epoch loader of ``train_set`` and the
+    :class:`~captionlib.train.trainer.Trainer` loop. The optimizer holds the parameters
+    trainable when it is built, so a module that ``epoch_start`` freezes for the first
+    epochs is in it from the start (Adam and AdamW skip parameters without a gradient, and
+    start their moments when the module is unfrozen).
 
     Args:
         opts: the training options (batching, optimisation, output dir, epochs).
