@@ -1,11 +1,13 @@
 # captionlib: the two set-up commands of the README.
 #   make demo   create tools/venv if missing, run egs/mini_clotho end to end, print RESULTS.md
 #   make test   create tools/venv if missing, check the import layers (.importlinter), run the whole test suite
-# PYTHON picks the interpreter used to create the virtual environment.
+# PYTHON picks the interpreter used to create the virtual environment. TEST_JOBS is the number of
+# pytest-xdist workers of make test (default: the CPU count, at most 4; TEST_JOBS=0 runs in one process).
 
 PYTHON ?= python3
 VENV := tools/venv
 TORCH_VERSION ?= 2.13.0
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv clean-demo
@@ -26,7 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope
 
 clean-demo:
 	cd egs/mini_clotho && rm -rf data dump exp RESULTS.md

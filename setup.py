@@ -26,7 +26,8 @@ install_requires = [
     "av>=12",  # PyAV: video decoding (captionlib.visual); torchvision stays optional (imported lazily)
 ]
 extras_require = {
-    "test": ["pytest", "import-linter>=2.1"],  # lint-imports checks the layers of .importlinter
+    # lint-imports checks the layers of .importlinter; pytest-xdist runs make test's workers
+    "test": ["pytest", "pytest-xdist>=3", "import-linter>=2.1"],
     "w2v": ["gensim>=4"],
 }
 extras_require["all"] = sorted({p for v in extras_require.values() for p in v})

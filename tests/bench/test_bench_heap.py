@@ -10,6 +10,8 @@ import pytest
 
 from captionlib.utils.memory import glibc
 
+pytestmark = pytest.mark.long(0.5)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "bench_heap.py"
 DATA = ROOT.parent / "shared" / "data"

@@ -7,7 +7,11 @@ library, one train clip deliberately missing; see its README.md).
 import os
 import shutil
 
+import pytest
+
 from test_recipes import EGS, GENERATED, ROOT, _results_rows, _run
+
+pytestmark = pytest.mark.long(0.45)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
 FIXTURE = EGS / "mini_audiocaps" / "audiocaps_fixture"
 MISSING_CLIP = "audiocaps-mZ9-pQ2rLs7-40"

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.long(1.1)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCST_ARGS = "--max_epoch 2 --num_iters_per_epoch 10"
 

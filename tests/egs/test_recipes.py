@@ -14,6 +14,8 @@ import torch
 import yaml
 import pytest
 
+pytestmark = pytest.mark.long(10)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 EGS = ROOT / "egs"
 RECIPES = ["clotho", "mini_clotho", "soundscapes", "audiocaps", "mini_audiocaps", "mscoco", "msvd", "msrvtt",
@@ -325,7 +327,7 @@ def test_mini_clotho_end_to_end(tmp_path):
     for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/clotho/conf", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
-    r = _run(["./run.sh"], cwd=d, timeout=1200)
+    r = _run(["./run.sh"], cwd=d, timeout=2400)
     assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
 
     results = (d / "RESULTS.md").read_text()

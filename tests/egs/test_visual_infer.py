@@ -13,6 +13,8 @@ import yaml
 from test_recipes import _run
 from test_visual_recipes import _copy_recipe
 
+pytestmark = pytest.mark.long(0.7)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 # XE only (no RL, ensemble or diversity samples), val decoded too (the XE test sets), fast metrics
 FAST = ["--xe_test_sets", "val", "--rl_algo", "", "--ensemble_models", "", "--num_diversity_samples", "0",
         "--metrics", "bleu,cider_d"]

@@ -13,6 +13,8 @@ import yaml
 
 from test_recipes import EGS, GENERATED, ROOT, RL_ALGOS, _results_rows, _run
 
+pytestmark = pytest.mark.long(3.5)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 # mini recipe -> (full recipe whose local/ it links, recipes whose conf/ it links into, dump dir name)
 MINI = {
     "mini_mscoco": ("mscoco", []),

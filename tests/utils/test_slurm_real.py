@@ -18,6 +18,8 @@ import pytest
 
 from slurm_cluster import start_cluster, stepd_pids
 
+pytestmark = pytest.mark.long(1.8)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_PL = ROOT / "utils" / "slurm.pl"
 # slurm.pl's polling, shortened for the tests (the defaults suit a real cluster)

@@ -18,6 +18,8 @@ from captionlib.models.captioner import Captioner
 from captionlib.train.options import TrainOptions
 from tiny_training import train_tiny_xe
 
+pytestmark = pytest.mark.long(0.4)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
+
 DECODERS = [
     ("gru", {"hidden_size": 16}),
     ("transformer", {"num_layers": 1, "d_model": 16, "nhead": 2, "dim_feedforward": 32}),
