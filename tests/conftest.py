@@ -1,15 +1,19 @@
 """Test-session settings.
 
 - One torch thread per process: the CI machine has 2 cores and the recipe tests run several
-  jobs at once; oversubscribed threads make small ops much slower.
+  jobs at once; oversubscribed threads make small ops much slower. ``OMP_NUM_THREADS=1``
+  (unless set already) carries this to the recipe jobs the tests start as subprocesses.
 - ``pytest.mark.long(minutes)`` on a module says about how long it takes on 2 idle CPU cores.
   Such modules are collected first, longest first, so that under pytest-xdist (``make test``
   runs ``-n TEST_JOBS --dist loadscope``) the longest start at once instead of last, when
   the other workers would have nothing left to do.
 """
 
+import os
+
 import torch
 
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 
