@@ -1,7 +1,10 @@
 """Tests for utils/run.pl and utils/stdout.pl (local job runner)."""
 
+import os
 import re
 import sys
+
+import pytest
 
 
 def check_log(text, command):
@@ -157,6 +160,18 @@ def test_parallel_by_default(tmp_path, tool):
     s = [float((tmp_path / f"s.{n}").read_text()) for n in (1, 2)]
     e = [float((tmp_path / f"e.{n}").read_text()) for n in (1, 2)]
     assert max(s) < min(e)  # overlapping
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: run.pl's default is one job per CPU")
+def test_omp_num_threads_does_not_cap_the_jobs(tmp_path, tool):
+    # GNU nproc prints OMP_NUM_THREADS when set; run.pl's default (one job per CPU) must not
+    # follow it. Each job waits for the other's file: run one at a time, job 1 gives up.
+    snippet = ("echo OMP=$OMP_NUM_THREADS; touch up.JOB; "
+               "for i in $(seq 600); do [ -f up.1 ] && [ -f up.2 ] && exit 0; sleep 0.1; done; exit 1")
+    env = {"OMP_NUM_THREADS": "1", "OMP_THREAD_LIMIT": "1"}
+    r = tool(["run.pl", "JOB=1:2", "log/o.JOB.log", snippet], cwd=tmp_path, env=env, timeout=300)
+    assert r.rc == 0, r
+    assert "OMP=1" in (tmp_path / "log" / "o.1.log").read_text()  # the jobs still get it
 
 
 def test_bad_usage(tmp_path, tool):
