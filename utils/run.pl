@@ -22,7 +22,8 @@ Each log starts with "# <command>" and "# Started at <date>" and ends with
 "# Accounting: time=<s> threads=<n>" and "# Ended (code <c>) at <date>".
 Exits 1 if any job failed ("K / N failed, log is in <log-file>" on stderr).
 Options:
-  --max-jobs-run N   run at most N jobs at a time (default: number of CPUs)
+  --max-jobs-run N   run at most N jobs at a time (default: number of CPUs, from nproc;
+                     OMP_NUM_THREADS sets the threads of a job and does not lower it)
   --gpu N            GPUs per job (default 0). The visible GPUs (CUDA_VISIBLE_DEVICES, else
                      nvidia-smi -L) form (visible GPUs / N) slots of N: at most that many
                      jobs run at a time, each with CUDA_VISIBLE_DEVICES set to its own slot
