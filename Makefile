@@ -7,7 +7,7 @@
 PYTHON ?= python3
 VENV := tools/venv
 TORCH_VERSION ?= 2.13.0
-TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+TEST_JOBS ?= $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv clean-demo
