@@ -28,7 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
-	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope
+	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 
 clean-demo:
 	cd egs/mini_clotho && rm -rf data dump exp RESULTS.md

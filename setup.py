@@ -27,7 +27,7 @@ install_requires = [
 ]
 extras_require = {
     # lint-imports checks the layers of .importlinter; pytest-xdist runs make test's workers
-    "test": ["pytest", "pytest-xdist>=3", "import-linter>=2.1"],
+    "test": ["pytest", "pytest-xdist>=3.8", "import-linter>=2.1"],
     "w2v": ["gensim>=4"],
 }
 extras_require["all"] = sorted({p for v in extras_require.values() for p in v})

@@ -3,10 +3,11 @@
 - One torch thread per process: the CI machine has 2 cores and the recipe tests run several
   jobs at once; oversubscribed threads make small ops much slower. ``OMP_NUM_THREADS=1``
   (unless set already) carries this to the recipe jobs the tests start as subprocesses.
-- ``pytest.mark.long(minutes)`` on a module says about how long it takes on 2 idle CPU cores.
-  Such modules are collected first, longest first, so that under pytest-xdist (``make test``
-  runs ``-n TEST_JOBS --dist loadscope``) the longest start at once instead of last, when
-  the other workers would have nothing left to do.
+- ``pytestmark = pytest.mark.long(minutes)`` (module level) says about how long a module takes
+  on 2 idle CPU cores. Such modules are ordered first after collection, longest first, so that
+  under pytest-xdist (``make test`` runs ``-n TEST_JOBS --dist loadscope
+  --no-loadscope-reorder``; without that flag xdist puts the modules of most tests first) the
+  longest start at once instead of last, when the other workers would have nothing left to do.
 """
 
 import os
@@ -18,8 +19,8 @@ torch.set_num_threads(1)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "long(minutes): the module takes about this many minutes on 2 CPU "
-                                       "cores; collected first, longest first")
+    config.addinivalue_line("markers", "long(minutes): module level only; the module takes about this many "
+                                       "minutes on 2 CPU cores; ordered first, longest first")
 
 
 def _minutes(item) -> float:
@@ -28,5 +29,9 @@ def _minutes(item) -> float:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Longest modules first (stable: the order inside a module and among the rest is kept)."""
-    items.sort(key=lambda item: -_minutes(item))
+    """Longest modules first, a module's tests kept together and in their order (stable sort by
+    the module's largest mark, so a mark on one test cannot split its module's fixtures)."""
+    minutes = {}
+    for item in items:
+        minutes[item.path] = max(minutes.get(item.path, 0.0), _minutes(item))
+    items.sort(key=lambda item: -minutes[item.path])

@@ -42,13 +42,13 @@ sub die_usage {
   exit 1;
 }
 
-# The CPUs this process may use (nproc: affinity and cgroup limits). GNU nproc also honours
-# OMP_NUM_THREADS and OMP_THREAD_LIMIT, which set the threads of ONE job (path.sh or the
-# user may set OMP_NUM_THREADS=1): they must not cap the number of jobs, so nproc runs without.
+# The CPUs this process may use (nproc: affinity, and in recent coreutils cgroup CPU quotas).
+# GNU nproc also honours OMP_NUM_THREADS and OMP_THREAD_LIMIT, which set the threads of ONE job
+# (the user, a cluster job or the tests may set OMP_NUM_THREADS=1): they must not cap the number
+# of jobs, so nproc runs without them.
 sub num_cpus {
   my $n = 0;
-  local @ENV{qw(OMP_NUM_THREADS OMP_THREAD_LIMIT)};
-  delete @ENV{qw(OMP_NUM_THREADS OMP_THREAD_LIMIT)};
+  delete local @ENV{qw(OMP_NUM_THREADS OMP_THREAD_LIMIT)};
   if (open(my $fh, "-|", "nproc 2>/dev/null")) {
     my $l = <$fh>;
     close($fh);
