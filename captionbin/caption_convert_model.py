@@ -7,9 +7,9 @@ captionlib loads model files, checkpoints (``latest.pth``) and packed models wit
 ``allow_pickle=False``: a file someone else wrote cannot run code on your machine. Older
 versions wrote numpy's RNG state into ``latest.pth`` and the document frequencies as a pickle
 (``cider_df.pkl``, also inside packed models); those files are refused with a message naming
-this command. It reads the old file with ``pickle``, which runs any code the file holds, so
-it requires ``--trust_pickle true``: use it only for files you made yourself (see
-:func:`captionlib.pretrained.convert_legacy_file`).
+this command. It reads the old pickle with a restricted unpickler (numpy arrays and numbers
+only: nothing in the file is run) and still requires ``--trust_pickle true``, an explicit
+step for files you made yourself (see :func:`captionlib.pretrained.convert_legacy_file`).
 
 Usage:
     python -m captionbin.caption_convert_model --trust_pickle true \\
@@ -38,8 +38,8 @@ def get_parser():
                         help="(required) the converted file, written atomically (may be --input; "
                              "a document-frequency file becomes .npz: name it so)")
     parser.add_argument("--trust_pickle", type=str2bool, default=False,
-                        help="(required: true) read the old file with pickle, which runs any code the file "
-                             "holds: only for files you made yourself, never for files from others")
+                        help="(required: true) read the old pickle (only numpy arrays and numbers allowed, "
+                             "nothing in it run): for files you made yourself")
     return parser
 
 
@@ -48,8 +48,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
     if not args.trust_pickle:
-        parser.error("--trust_pickle true is required: the old file is unpickled, which runs any code it "
-                     "holds; convert only files you made yourself")
+        parser.error("--trust_pickle true is required: the old file is a pickle (read with only numpy arrays "
+                     "and numbers allowed); convert only files you made yourself")
     from captionlib.pretrained import convert_legacy_file
 
     try:

@@ -60,8 +60,8 @@ def get_parser():
     parser.add_argument("--feats_stats", default=None, help="(required) exp/stats_<feats_tag>/feats_stats.npz")
     parser.add_argument("--cider_df", default=None, help="(required) exp/stats_<feats_tag>/cider_df.npz")
     parser.add_argument("--trust_pickle", type=str2bool, default=False,
-                        help="accept an old pickled --cider_df (cider_df.pkl; packed as .npz): unpickling runs "
-                             "any code the file holds, so only for files you made yourself (better: convert "
+                        help="accept an old pickled --cider_df (cider_df.pkl; packed as .npz), read allowing "
+                             "only numpy arrays and numbers: for files you made yourself (better: convert "
                              "it once with caption_convert_model)")
     parser.add_argument("--train_wav_scp", type=str_or_none, default=None,
                         help="wav.scp of the training set: the sample rates of its audio (headers) go into "

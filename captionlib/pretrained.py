@@ -56,7 +56,6 @@ import io
 import json
 import logging
 import os
-import pickle
 import subprocess
 import zipfile
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ import yaml
 
 from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint
+from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, numpy_safe_globals, safe_unpickle
 
 PathLike = Union[str, Path]
 
@@ -164,7 +163,7 @@ def pack_model(
         metrics: the ``score.json`` of the decode the model is packed from.
         recipe: the recipe's name; revision: git revision (default: :func:`git_revision`).
         trust_pickle: accept an old pickled ``cider_df`` (packed converted to ``.npz``);
-            unpickling runs any code the file holds: only for files you made yourself.
+            read allowing only numpy arrays and numbers: for files you made yourself.
 
     Returns:
         The path of the archive.
@@ -850,8 +849,10 @@ def convert_legacy_file(path: PathLike, output: PathLike, trust_pickle: bool = F
     CIDEr-D document-frequency file (to ``.npz``). ``output`` is written atomically (it may be
     ``path``).
 
-    The old file is UNPICKLED, which runs any code it holds: only for files you made yourself,
-    and only with ``trust_pickle=True`` (``caption_convert_model --trust_pickle true``).
+    The old pickle is read allowing only numpy arrays and numbers (nothing in it is run:
+    :func:`~captionlib.utils.fileio.safe_unpickle`, ``weights_only`` with
+    :func:`~captionlib.utils.fileio.numpy_safe_globals`), and only with ``trust_pickle=True``
+    (``caption_convert_model --trust_pickle true``), an explicit step for files you made yourself.
 
     Returns:
         What was converted: ``"packed model"``, ``"document frequencies"`` or ``"torch file"``.
@@ -862,7 +863,7 @@ def convert_legacy_file(path: PathLike, output: PathLike, trust_pickle: bool = F
             holding other types than those this converter knows.
     """
     if not trust_pickle:
-        raise ValueError(f"{path}: converting unpickles the old file, which runs any code it holds: pass "
+        raise ValueError(f"{path}: converting reads an old pickled file: pass "
                          "trust_pickle=True, only for files you made yourself")
     path = Path(path)
     if not path.is_file():
@@ -896,8 +897,8 @@ def convert_legacy_file(path: PathLike, output: PathLike, trust_pickle: bool = F
 
 def _legacy_df_npz(data: bytes, name: str) -> Optional[bytes]:
     """The ``.npz`` bytes of the pickled document-frequency file of an older version, or
-    ``None`` when ``data`` is no such pickle. ``data`` is unpickled once (trusted: see
-    :func:`convert_legacy_file`).
+    ``None`` when ``data`` is no such pickle. ``data`` is read once with
+    :func:`~captionlib.utils.fileio.safe_unpickle` (numpy arrays and numbers only, no code run).
 
     Raises:
         ValueError: naming ``name``: a document-frequency pickle of another version.
@@ -905,7 +906,7 @@ def _legacy_df_npz(data: bytes, name: str) -> Optional[bytes]:
     from captionlib.metrics.cider_d import _DF_FORMAT, DocumentFrequency
 
     try:
-        obj = pickle.loads(data)
+        obj = safe_unpickle(data)
     except Exception:  # a torch file of the legacy (non-zip) format, or no pickle at all
         return None
     if not (isinstance(obj, dict) and obj.get("format") == _DF_FORMAT):
@@ -920,8 +921,10 @@ def _legacy_df_npz(data: bytes, name: str) -> Optional[bytes]:
 
 
 def _safe_torch_bytes(data: bytes, name: str) -> bytes:
-    """A torch file (unpickled: trusted) saved again with plain values only: the numpy RNG
-    state of an old ``latest.pth`` converted; checked by loading it with ``weights_only``.
+    """A torch file saved again with plain values only: the numpy RNG state of an old
+    ``latest.pth`` converted. Read with ``weights_only`` letting numpy arrays and numbers
+    through (:func:`~captionlib.utils.fileio.numpy_safe_globals`: no code run), checked by
+    loading the result with ``weights_only`` alone.
 
     Raises:
         ValueError: naming ``name``: not a torch file, or one still holding other types.
@@ -931,7 +934,11 @@ def _safe_torch_bytes(data: bytes, name: str) -> bytes:
     from captionlib.train.trainer import numpy_rng_state
 
     try:
-        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(numpy_safe_globals()):
+            obj = load_checkpoint(name, data=data)
+    except UnsafeFileError as e:
+        raise ValueError(f"{name}: holds {', '.join(e.refused) or 'types'}, which this converter has no safe "
+                         "form for: not a captionlib model file, checkpoint or packed model") from None
     except Exception as e:
         raise ValueError(f"{name}: not a torch file ({type(e).__name__}: {e})") from None
     rng = obj.get("rng") if isinstance(obj, dict) else None

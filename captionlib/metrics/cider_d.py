@@ -195,15 +195,16 @@ class DocumentFrequency:
 
         Args:
             path: the file.
-            trust_pickle: also read the pickle of older captionlib versions (``cider_df.pkl``).
-                Unpickling runs any code the file holds: only for files you made yourself.
+            trust_pickle: also read the pickle of older captionlib versions (``cider_df.pkl``),
+                with :func:`~captionlib.utils.fileio.safe_unpickle` (numpy arrays and numbers
+                only, no code run); still an explicit choice, since converting once is better.
 
         Raises:
             FileNotFoundError: no such file.
             ValueError: naming ``path``: a pickle without ``trust_pickle`` (saying how to
                 convert it), or not a captionlib document-frequency file.
         """
-        from captionlib.utils.fileio import convert_command
+        from captionlib.utils.fileio import convert_command, safe_unpickle
 
         path = os.fspath(path)
         with open(path, "rb") as f:
@@ -212,8 +213,8 @@ class DocumentFrequency:
             npz = (path[: -len(".pkl")] if path.endswith(".pkl") else path) + ".npz"
             raise ValueError(
                 f"{path}: not an .npz CIDEr-D document-frequency file. If it is the pickle (cider_df.pkl) of an "
-                "older captionlib: unpickling can run any code a file holds, so it is read only with "
-                "--trust_pickle true (for files you made yourself); better convert it once: "
+                "older captionlib: it is read (numpy arrays and numbers only) with --trust_pickle true, "
+                "for files you made yourself; better convert it once: "
                 f"`{convert_command(path, npz)}`, or recompute it with caption_compute_cider_df (recipe stage 4)")
         try:
             if is_npz:
@@ -223,7 +224,7 @@ class DocumentFrequency:
                 obj["words"] = obj["words"].tolist()
             else:
                 with open(path, "rb") as f:
-                    obj = pickle.load(f)
+                    obj = safe_unpickle(f.read())
             return cls.from_dict(obj)
         except (ValueError, TypeError, OSError, EOFError, KeyError, pickle.UnpicklingError) as e:
             raise ValueError(f"{path}: not a captionlib CIDEr-D document-frequency file "

@@ -15,11 +15,10 @@ import contextlib
 import logging
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
-from captionlib.utils.fileio import load_checkpoint
+from captionlib.utils.fileio import load_checkpoint, numpy_safe_globals
 
 
 class CheckpointMismatchError(ValueError):
@@ -49,29 +48,6 @@ class CheckpointMismatchError(ValueError):
         """The error with ``hint`` (what to change) appended to its message."""
         self.args = (f"{self.args[0]}; {hint}",)
         return self
-
-
-def numpy_safe_globals() -> List[Any]:
-    """The pickle globals that rebuild numpy arrays and scalars of numbers, for
-    ``torch.serialization.safe_globals``, and nothing else.
-
-    The authors' training scripts save more than the weights: PANNs' ``main.py`` writes
-    ``{"iteration", "model", "sampler"}``, the sampler's state holding numpy index arrays and
-    integers, so ``torch.load(weights_only=True)`` refuses the published ``Cnn14_mAP=0.431.pth``
-    (autrainer issue #66). Allowed: ``ndarray`` and ``dtype`` (classes whose rebuilding runs
-    no code of the file), the array and scalar constructors ``_reconstruct`` and ``scalar``
-    under both the names numpy 1 pickles them with (``numpy.core.multiarray``) and numpy 2's
-    (``numpy._core.multiarray``), and the dtype classes of booleans, integers, floats and
-    complex numbers (numpy >= 1.25 builds each dtype as an instance of one: ``Int64DType``
-    ...). Object, string, structured and datetime dtypes stay refused.
-    """
-    reconstruct = np.empty(0).__reduce__()[0]  # numpy's own functions, whatever module holds them
-    scalar = np.int64(0).__reduce__()[0]
-    named = [(f, f"numpy.{core}.multiarray.{name}") for f, name in ((reconstruct, "_reconstruct"), (scalar, "scalar"))
-             for core in ("core", "_core")]
-    codes = np.typecodes["AllInteger"] + np.typecodes["AllFloat"] + "?"
-    dtype_classes = sorted({type(np.dtype(c)) for c in codes} - {np.dtype}, key=str)
-    return [np.ndarray, np.dtype] + named + dtype_classes
 
 
 def read_state_dict(path: str, map_location: str = "cpu") -> Dict[str, torch.Tensor]:

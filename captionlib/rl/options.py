@@ -39,8 +39,8 @@ class RLOptions(TrainOptions):
     cider_df: Optional[str] = option(None, "CIDEr-D document frequencies of the train refs (stage 4)", DATA,
                                      required=True)
     trust_pickle: bool = option(
-        False, "read an old pickled --cider_df (cider_df.pkl): unpickling runs any code the file holds, so only for "
-               "files you made yourself (better: convert it once with caption_convert_model)", DATA)
+        False, "read an old pickled --cider_df (cider_df.pkl; only numpy arrays and numbers allowed, nothing in it "
+               "run): for files you made yourself (better: convert it once with caption_convert_model)", DATA)
     token_list: Optional[str] = option(None, "ignored if given: the token list comes from the model file", DATA)
     reward: str = option("cider_d:1.0", "metric:weight[,metric:weight] (cider_d, cider_d_batch, bleu_1..4, rouge_l, "
                                         "spice, spider)", PG)

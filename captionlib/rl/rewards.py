@@ -83,8 +83,8 @@ class Reward:
             the ``cider_d`` and ``spider`` terms (``cider_d_batch`` counts its own).
         spice_lib_dir: CoreNLP jars for ``spice``/``spider`` terms (see
             :mod:`captionlib.metrics.spice`); ``spice_cache_dir`` keeps SPICE's parse cache.
-        trust_pickle: also read a pickled ``cider_df`` of older versions (unpickling can run
-            code: only for files you made yourself; see
+        trust_pickle: also read a pickled ``cider_df`` of older versions (numpy arrays and
+            numbers only, nothing in it run; for files you made yourself; see
             :meth:`captionlib.metrics.cider_d.DocumentFrequency.load`).
 
     Raises:

@@ -13,6 +13,7 @@ torch is imported inside the functions that need it, so that the torch-free laye
 (:mod:`captionlib.metrics`) can write files atomically without importing it.
 """
 
+import codecs
 import contextlib
 import io
 import os
@@ -21,7 +22,9 @@ import re
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 PathLike = Union[str, Path]
 
@@ -92,6 +95,63 @@ def atomic_save(obj: Any, path: PathLike) -> None:
 
     with atomic_open(path) as f:
         torch.save(obj, f)
+
+
+def numpy_safe_globals() -> List[Any]:
+    """The pickle globals that rebuild numpy arrays and scalars of numbers, for
+    ``torch.serialization.safe_globals``, and nothing else.
+
+    The authors' training scripts save more than the weights: PANNs' ``main.py`` writes
+    ``{"iteration", "model", "sampler"}``, the sampler's state holding numpy index arrays and
+    integers, so ``torch.load(weights_only=True)`` refuses the published ``Cnn14_mAP=0.431.pth``
+    (autrainer issue #66). Allowed: ``ndarray`` and ``dtype`` (classes whose rebuilding runs
+    no code of the file), the array and scalar constructors ``_reconstruct`` and ``scalar``
+    under both the names numpy 1 pickles them with (``numpy.core.multiarray``) and numpy 2's
+    (``numpy._core.multiarray``), and the dtype classes of booleans, integers, floats and
+    complex numbers (numpy >= 1.25 builds each dtype as an instance of one: ``Int64DType``
+    ...). Object, string, structured and datetime dtypes stay refused.
+    """
+    reconstruct = np.empty(0).__reduce__()[0]  # numpy's own functions, whatever module holds them
+    scalar = np.int64(0).__reduce__()[0]
+    named = [(f, f"numpy.{core}.multiarray.{name}") for f, name in ((reconstruct, "_reconstruct"), (scalar, "scalar"))
+             for core in ("core", "_core")]
+    codes = np.typecodes["AllInteger"] + np.typecodes["AllFloat"] + "?"
+    dtype_classes = sorted({type(np.dtype(c)) for c in codes} - {np.dtype}, key=str)
+    return [np.ndarray, np.dtype] + named + dtype_classes
+
+
+def _unpickler_globals() -> Dict[str, Any]:
+    """:func:`numpy_safe_globals` by the name a pickle gives them, with the two more that
+    plain ``pickle`` (not ``torch.save``) writes for numpy arrays: ``_frombuffer`` (protocol 5)
+    and ``_codecs.encode`` (the bytes of protocol 2)."""
+    names = {}
+    for g in numpy_safe_globals():
+        obj, name = g if isinstance(g, tuple) else (g, f"{g.__module__}.{g.__qualname__}")
+        names[name] = obj
+    frombuffer = np.arange(1).__reduce_ex__(5)[0]
+    names.update({f"numpy.{core}.numeric._frombuffer": frombuffer for core in ("core", "_core")})
+    names["_codecs.encode"] = codecs.encode
+    return names
+
+
+class _NumpyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        obj = _unpickler_globals().get(f"{module}.{name}")
+        if obj is None:
+            raise pickle.UnpicklingError(f"refused global {module}.{name}: only numpy arrays and numbers are read")
+        return obj
+
+
+def safe_unpickle(data: bytes) -> Any:
+    """A plain pickle read without running code from it: containers, strings, numbers and numpy
+    arrays and scalars of numbers (:func:`numpy_safe_globals`); any other class or function it
+    names is refused (the restricted ``Unpickler.find_class`` of the ``pickle`` docs).
+
+    Raises:
+        pickle.UnpicklingError: the pickle names another global (the message names it), or is
+            malformed; EOFError, ValueError: a truncated or unreadable pickle.
+    """
+    return _NumpyUnpickler(io.BytesIO(data)).load()
 
 
 def _refused_globals(source: Union[PathLike, BinaryIO], message: str) -> List[str]:

@@ -95,6 +95,33 @@ def test_old_cider_df_pickle_converts_to_npz(tmp_path):
     assert DocumentFrequency.load(str(tmp_path / "df.npz")).to_dict() == df.to_dict()
 
 
+class _Payload:
+    """Pickles as a call of ``os.system``: what a crafted file would hold."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_crafted_pickle_runs_nothing_even_with_trust_pickle(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    bad = tmp_path / "cider_df.pkl"
+    bad.write_bytes(pickle.dumps({"format": "x", "keys": _Payload(marker)}, protocol=4))
+    with pytest.raises(ValueError, match="refused global posix.system"):
+        DocumentFrequency.load(str(bad), trust_pickle=True)
+    with pytest.raises(SystemExit):  # the converter: neither a document-frequency pickle nor a torch file
+        main(["--trust_pickle", "true", "--input", str(bad), "--output", str(tmp_path / "o.npz")])
+    ckpt = tmp_path / "latest.pth"
+    torch.save({"epoch": 1, "rng": _Payload(marker)}, ckpt)
+    with pytest.raises(SystemExit):
+        main(["--trust_pickle", "true", "--input", str(ckpt), "--output", str(tmp_path / "new.pth")])
+    assert "holds posix.system" in capsys.readouterr().err
+    assert not marker.exists()
+
+
 def test_old_packed_model_converts(tmp_path):
     import yaml
 
