@@ -67,7 +67,7 @@ import yaml
 
 from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, numpy_safe_globals, safe_unpickle
+from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, safe_unpickle
 
 PathLike = Union[str, Path]
 
@@ -933,12 +933,14 @@ def _safe_torch_bytes(data: bytes, name: str) -> bytes:
 
     from captionlib.train.trainer import numpy_rng_state
 
+    def no_safe_form(e: UnsafeFileError) -> ValueError:
+        return ValueError(f"{name}: holds {', '.join(e.refused) or 'types'}, which this converter has no safe "
+                          "form for: not a captionlib model file, checkpoint or packed model")
+
     try:
-        with torch.serialization.safe_globals(numpy_safe_globals()):
-            obj = load_checkpoint(name, data=data)
+        obj = load_checkpoint(name, data=data, numpy_values=True)
     except UnsafeFileError as e:
-        raise ValueError(f"{name}: holds {', '.join(e.refused) or 'types'}, which this converter has no safe "
-                         "form for: not a captionlib model file, checkpoint or packed model") from None
+        raise no_safe_form(e) from None
     except Exception as e:
         raise ValueError(f"{name}: not a torch file ({type(e).__name__}: {e})") from None
     rng = obj.get("rng") if isinstance(obj, dict) else None
@@ -949,6 +951,5 @@ def _safe_torch_bytes(data: bytes, name: str) -> bytes:
     try:
         load_checkpoint(name, data=buf.getvalue())
     except UnsafeFileError as e:
-        raise ValueError(f"{name}: holds {', '.join(e.refused) or 'types'}, which this converter has no safe "
-                         "form for: not a captionlib model file, checkpoint or packed model") from None
+        raise no_safe_form(e) from None
     return buf.getvalue()

@@ -7,18 +7,18 @@ caller names (``accounted``, e.g. the authors' own front end, checked separately
 else is a :class:`CheckpointMismatchError` that lists every offending key; nothing is loaded
 then. Files are read with :func:`captionlib.utils.fileio.load_checkpoint` (``torch.load``
 with ``weights_only=True``), so no code in them is run; :func:`read_state_dict` also lets
-through numpy arrays and scalars of numbers (:func:`numpy_safe_globals`), which published
-checkpoints hold beside their weights.
+through numpy arrays and scalars of numbers
+(:func:`~captionlib.utils.fileio.numpy_safe_globals`), which published checkpoints hold
+beside their weights.
 """
 
-import contextlib
 import logging
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import torch
 from torch import nn
 
-from captionlib.utils.fileio import load_checkpoint, numpy_safe_globals
+from captionlib.utils.fileio import load_checkpoint
 
 
 class CheckpointMismatchError(ValueError):
@@ -57,7 +57,7 @@ def read_state_dict(path: str, map_location: str = "cpu") -> Dict[str, torch.Ten
 
     The file is read without running code from it (``torch.load(weights_only=True)`` through
     :func:`~captionlib.utils.fileio.load_checkpoint`), letting through numpy arrays and
-    scalars of numbers (:func:`numpy_safe_globals`: the authors' sampler state) besides
+    scalars of numbers (:func:`~captionlib.utils.fileio.numpy_safe_globals`: the authors' sampler state) besides
     tensors and plain Python values; any other class or function in the file is refused.
     (``torch.serialization.safe_globals`` with ``(function, name)`` pairs: torch >= 2.6; an
     older torch without ``safe_globals`` refuses such files.)
@@ -69,9 +69,7 @@ def read_state_dict(path: str, map_location: str = "cpu") -> Dict[str, torch.Ten
         ValueError: an unreadable file, or one whose state dict is not a mapping of names to
             tensors (naming the file and the first offending entry).
     """
-    allow = getattr(torch.serialization, "safe_globals", None)
-    with allow(numpy_safe_globals()) if allow is not None else contextlib.nullcontext():
-        obj = load_checkpoint(path, map_location)
+    obj = load_checkpoint(path, map_location, numpy_values=True)
     state = obj["model"] if isinstance(obj, Mapping) and "model" in obj else obj
     if state is not obj:
         others = sorted(str(k) for k in obj if k != "model")

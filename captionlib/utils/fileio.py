@@ -15,6 +15,7 @@ torch is imported inside the functions that need it, so that the torch-free laye
 
 import codecs
 import contextlib
+import functools
 import io
 import os
 import pickle
@@ -120,6 +121,7 @@ def numpy_safe_globals() -> List[Any]:
     return [np.ndarray, np.dtype] + named + dtype_classes
 
 
+@functools.lru_cache(maxsize=1)
 def _unpickler_globals() -> Dict[str, Any]:
     """:func:`numpy_safe_globals` by the name a pickle gives them, with the two more that
     plain ``pickle`` (not ``torch.save``) writes for numpy arrays: ``_frombuffer`` (protocol 5)
@@ -178,7 +180,7 @@ def _reason(error: Exception) -> str:
 
 
 def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[bytes] = None,
-                    member: Optional[str] = None) -> Any:
+                    member: Optional[str] = None, numpy_values: bool = False) -> Any:
     """``torch.load(weights_only=True)`` of a model file, checkpoint or packed-model member:
     tensors and plain Python values only, so that loading never runs code.
 
@@ -189,6 +191,10 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
         member: ``data`` is this member of the archive ``path`` (e.g. ``model.pth`` of a packed
             model), named ``<path> (member <member>)`` in messages; the converter command
             names the archive.
+        numpy_values: also let numpy arrays and scalars of numbers through
+            (:func:`numpy_safe_globals`: the authors' checkpoints of pretrained encoders, the
+            ``latest.pth`` of older versions being converted). Needs
+            ``torch.serialization.safe_globals`` (torch >= 2.6); an older torch refuses them.
 
     Raises:
         FileNotFoundError: no such file.
@@ -204,8 +210,10 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
     if data is None and not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such model/checkpoint file")
     source = io.BytesIO(data) if data is not None else Path(path)
+    allow = getattr(torch.serialization, "safe_globals", None) if numpy_values else None
     try:
-        return torch.load(source, map_location=map_location, weights_only=True)
+        with allow(numpy_safe_globals()) if allow is not None else contextlib.nullcontext():
+            return torch.load(source, map_location=map_location, weights_only=True)
     except Exception as e:  # zip/pickle errors of a truncated or foreign file, or a refused global
         refused = _refused_globals(source, str(e)) if isinstance(e, pickle.UnpicklingError) else []
         if refused:
