@@ -184,8 +184,12 @@ class LocalSlurm:
             if s.returncode == 0 and s.stdout.split() and all(x == "idle" for x in s.stdout.split()):
                 return
             time.sleep(0.5)
-        logs = "".join((r / f).read_text()[-2000:] for f in ("slurmctld.log", "slurmd.log") if (r / f).is_file())
-        raise RuntimeError(f"the node did not become idle in {timeout} s: {logs}")
+        raise RuntimeError(f"the node did not become idle in {timeout} s: {self.log_tails()}")
+
+    def log_tails(self, chars: int = 2000) -> str:
+        """The last ``chars`` characters of slurmctld.log and slurmd.log, for a failure message."""
+        return "".join(f"\n==== {f} ====\n{(self.root / f).read_text(errors='replace')[-chars:]}"
+                       for f in ("slurmctld.log", "slurmd.log") if (self.root / f).is_file())
 
     def pids(self) -> List[int]:
         """Pids of the daemons this cluster started (and of its job step daemons) still running."""

@@ -102,7 +102,7 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)  # run.sh and its slurm.pl pollers; stop() cancels the jobs
         raise
-    assert p.returncode == 0, out[-6000:]
+    assert p.returncode == 0, out[-6000:] + _failed_job_logs(d) + cluster.log_tails()
     dump_logs = sorted((d / "dump" / "logmel" / "train_development_validation").glob("log/dump_feats.*.log"))
     assert len(dump_logs) == 2 and all("as slurm job" in p.read_text() for p in dump_logs)
     train_log = next(d.glob("exp/xe_*/train.log")).read_text()
@@ -110,6 +110,16 @@ def test_mini_clotho_dump_and_decode_through_slurm(cluster, tmp_path):
     decode_logs = sorted(d.glob("exp/xe_*/decode_*/evaluation/log/decode.*.log"))
     assert decode_logs and all("as slurm job" in p.read_text() for p in decode_logs)
     assert (next(d.glob("exp/xe_*/decode_*/evaluation")) / "text").read_text().strip()
+
+
+def _failed_job_logs(d):
+    """The tails of the recipe's job logs that end with a non-zero code (slurm.pl names only the file)."""
+    tails = []
+    for log in sorted(d.glob("*/**/*.log")):
+        text = log.read_text(errors="replace")
+        if re.search(r"# Ended \(code [1-9]", text):
+            tails.append(f"\n==== {log.relative_to(d)} ====\n{text[-4000:]}")
+    return "".join(tails)
 
 
 def test_teardown_leaves_no_daemon_and_no_port(cluster, tmp_path):
