@@ -106,6 +106,7 @@ class _Payload:
         return os.system, (f"touch {self.marker}",)
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol 4")  # torch.load of the crafted (non-torch) file
 def test_a_crafted_pickle_runs_nothing_even_with_trust_pickle(tmp_path, capsys):
     marker = tmp_path / "ran"
     bad = tmp_path / "cider_df.pkl"
