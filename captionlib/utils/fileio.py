@@ -172,7 +172,7 @@ def _refused_globals(source: Union[PathLike, BinaryIO], message: str) -> List[st
 
 def _reason(error: Exception) -> str:
     """The gist of a ``torch.load`` error: for ``weights_only``'s, the unpickler's own words
-    (not torch's advice to retry with ``weights_only=False``)."""
+    (not torch's advice to retry with the check turned off)."""
     text = str(error)
     if "WeightsUnpickler error:" in text:
         text = text.split("WeightsUnpickler error:", 1)[1]

@@ -41,9 +41,8 @@ def _env():
     return env
 
 
-def _run(cmd, cwd, env=None, **kw):
-    """``cmd`` in ``cwd`` with :func:`_env` updated by ``env``; output captured as text."""
-    return subprocess.run(cmd, cwd=cwd, env={**_env(), **(env or {})}, capture_output=True, text=True, **kw)
+def _run(cmd, cwd, **kw):
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, **kw)
 
 
 needs_utils = pytest.mark.skipif(
