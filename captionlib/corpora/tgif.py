@@ -6,7 +6,7 @@ sentences (https://github.com/raingo/TGIF-Release, ``data/``)::
 
     <tgif_dir>/tgif-v1.0.tsv          <GIF URL><TAB><sentence>, one row per sentence, no header
     <tgif_dir>/splits/{train,val,test}.txt   one GIF URL per line (the official split:
-                                             80,000 / 10,780 / 11,360 GIFs)
+                                             80,000 / 10,708 / 11,360 GIFs)
 
 with one sentence per GIF in train and validation and three per GIF in test. The GIFs have to
 be fetched from Tumblr by the user, each saved under the file name of its URL
@@ -45,7 +45,7 @@ from captionlib.io.datadir import PathLike, read_utf8
 from captionlib.visual.media import GIF_SIGNATURES, is_gif
 
 SPLITS = ("train", "val", "test")
-OFFICIAL_SPLIT_SIZES = {"train": 80000, "val": 10780, "test": 11360}
+OFFICIAL_SPLIT_SIZES = {"train": 80000, "val": 10708, "test": 11360}
 GIF_SUBDIRS = ("", "gifs")
 DEFAULT_MAX_MISSING_FRACTION = 0.1
 _NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+\.gif", re.IGNORECASE)

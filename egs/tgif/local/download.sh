@@ -9,7 +9,7 @@
 #   tgif-v1.0.tsv      <GIF URL><TAB><sentence> rows (Li et al. 2016): one sentence per GIF in
 #                      train and validation, three per GIF in test
 #   splits/train.txt, splits/val.txt, splits/test.txt   the official split, one GIF URL per line
-#                      (80,000 / 10,780 / 11,360 GIFs)
+#                      (80,000 / 10,708 / 11,360 GIFs)
 #   gifs/              the GIFs, each saved under the file name of its URL (tumblr_<id>_<size>.gif),
 #                      e.g. with: cut -f1 tgif-v1.0.tsv | sort -u | wget -nc -P gifs -i -
 #                      (or give another folder with --gif_root). Some are gone from Tumblr: the
