@@ -7,7 +7,7 @@ with statistics of the training set only.
 
 Usage:
     python -m captionbin.caption_compute_stats \\
-        --feats_scp dump/logmel/development/feats.scp --output exp/stats/feats_stats.npz
+        --feats_scp dump/logmel/development/feats.scp --output exp/stats_logmel/feats_stats.npz
 """
 
 import logging
@@ -23,7 +23,7 @@ def get_parser():
     """Build the argument parser."""
     parser = get_base_parser("Global mean/std of features for normalisation")
     parser.add_argument("--feats_scp", default=None, help="(required) feature scp (ark or h5 lines)")
-    parser.add_argument("--output", default=None, help="(required) output .npz, e.g. exp/stats/feats_stats.npz")
+    parser.add_argument("--output", default=None, help="(required) output .npz, e.g. exp/stats_logmel/feats_stats.npz")
     return parser
 
 

@@ -20,7 +20,7 @@ here exactly as the reference implementation ``pycocoevalcap.cider.CiderScorer``
 which is what ``pycocoevalcap.cider.Cider().compute_score`` does;
 :func:`mean_cider_d_of_sets` scores several captions per clip (e.g. 5 samples, seed 001)
 with those same statistics. For rewards, :class:`DocumentFrequency` is built once from
-the train references (stage 4 of the recipe writes it as ``exp/stats/cider_df.npz``) and
+the train references (stage 4 of the recipe writes it as ``exp/stats_<feats_tag>/cider_df.npz``) and
 :class:`CiderD` scores all candidates of a batch (samples and greedy baseline) in one
 vectorised call, with each clip's reference tf matrix and norms cached.
 :func:`batch_cider_d` is the per-mini-batch alternative of seed 000 (document frequencies
@@ -58,7 +58,7 @@ class DocumentFrequency:
     """n-gram document frequencies of a reference corpus (the CIDEr-D "idf" statistics).
 
     One document is the set of all references of one clip, as in pycocoevalcap. This is
-    the stage-4 artifact of the recipe (``exp/stats/cider_df.npz``, written by
+    the stage-4 artifact of the recipe (``exp/stats_<feats_tag>/cider_df.npz``, written by
     ``caption_compute_cider_df``), computed once from the *train* references and reused
     by every RL run.
 
@@ -674,7 +674,7 @@ def compute_cider_df(
 
     Args:
         text: ``data/<train>/text``.
-        output: e.g. ``exp/stats/cider_df.npz`` (written atomically, parent directories created).
+        output: e.g. ``exp/stats_<feats_tag>/cider_df.npz`` (written atomically, parent directories created).
         utt2spk: caption -> clip map (default: next to ``text``, else caption-id prefix).
         n: highest n-gram order.
 
