@@ -25,7 +25,7 @@ def get_parser():
     """Build the argument parser."""
     parser = get_base_parser("CIDEr-D document frequencies of the train references")
     parser.add_argument("--text", default=None, help="(required) data/<train>/text")
-    parser.add_argument("--output", default=None, help="(required) output .npz file, e.g. exp/stats_logmel/cider_df.npz")
+    parser.add_argument("--output", default=None, help="(required) output .npz, e.g. exp/stats_logmel/cider_df.npz")
     parser.add_argument("--utt2spk", type=str_or_none, default=None,
                         help="caption -> clip map (default: utt2spk next to --text if present)")
     parser.add_argument("--n", type=int, default=4, help="highest n-gram order")
