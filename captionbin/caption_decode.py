@@ -50,6 +50,9 @@ def get_parser():
                              "max(beam_size, N) per clip (ids <clip-id>#<rank>) for Div-1/Div-2/mBLEU-4 of the beams")
     parser.add_argument("--sample_temperature", type=float, default=1.0,
                         help="temperature of the diversity samples (1 = the model's distribution)")
+    parser.add_argument("--sample_top_k", type=int, default=0,
+                        help="K > 0: draw each token of the diversity samples among the K most probable "
+                             "(top-k sampling); 0: among all")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the diversity samples")
     parser.add_argument("--ngpu", type=int, default=0)
     parser.add_argument("--num_threads", type=int, default=1,
@@ -65,7 +68,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         parser.error("the following arguments are required: --model_file")
     try:
         check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest,
-                             args.num_diversity_samples, args.sample_temperature)
+                             args.num_diversity_samples, args.sample_temperature, args.sample_top_k)
     except ValueError as e:
         parser.error(f"--{e}")
     from captionlib.decode.inference import decode_feats_scp
@@ -76,7 +79,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.max_len, args.length_penalty, args.ngpu,
             num_diversity_samples=args.num_diversity_samples,
             sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
-            nbest=args.nbest,
+            nbest=args.nbest, sample_top_k=args.sample_top_k,
         )
     except ValueError as e:
         logging.error("%s", e)

@@ -6,7 +6,8 @@ Outputs in ``output_dir``:
 * ``text``: ``<clip-id> <caption>``, one line per clip (greedy or beam search), sorted.
 * ``text_samples`` (only with ``num_diversity_samples = N > 0``): N captions per clip drawn
   by multinomial sampling at ``sample_temperature`` (seed 001 sec. 5.4, "rs": 5 random
-  samples per input). Each sample has its own id ``<clip-id>#<k>`` with k = 1..N, so the
+  samples per input), among the ``sample_top_k`` most probable tokens of each step when it
+  is > 0 (top-k sampling). Each sample has its own id ``<clip-id>#<k>`` with k = 1..N, so the
   file is a valid scp/text file (unique, sortable keys);
   :func:`captionlib.metrics.scorer.read_samples` groups it back
   by clip (splitting at the last ``#``). Samples of a clip depend only on ``seed`` and the
@@ -92,6 +93,7 @@ def decode_feats_scp(
     seed: int = 0,
     num_threads: int = 1,
     nbest: int = 0,
+    sample_top_k: int = 0,
 ) -> Path:
     """Write ``<output_dir>/text`` with one caption per clip of ``feats_scp``.
 
@@ -107,6 +109,8 @@ def decode_feats_scp(
         num_diversity_samples: N > 0 also writes ``text_samples`` with N multinomial
             samples per clip (see module docstring); 0 writes none.
         sample_temperature: temperature of those samples (1.0 = the model's distribution).
+        sample_top_k: K > 0 draws each token of those samples among the K most probable ones
+            only (top-k sampling, Fan et al. 2018); 0 draws among all tokens.
         seed: base seed of the samples.
         nbest: N > 0 also writes ``text_nbest`` with the N best beam hypotheses per clip
             (see module docstring); 0 writes none.
@@ -127,7 +131,7 @@ def decode_feats_scp(
     from captionlib.models.captioner import model_feats_dim
 
     check_decode_options(beam_size, batch_size, max_len, length_penalty, nbest, num_diversity_samples,
-                         sample_temperature)
+                         sample_temperature, sample_top_k)
     if num_threads > 0:
         torch.set_num_threads(num_threads)
     device = get_device(ngpu)
@@ -135,7 +139,7 @@ def decode_feats_scp(
     reader = FeatReader(feats_scp, dim=model_feats_dim(obj["model_conf"]))
     lines, sample_lines, nbest_lines = _decode_clips(
         model, tokenizer, reader, device, batch_size, beam_size, max_len, length_penalty, nbest,
-        num_diversity_samples, sample_temperature, seed,
+        num_diversity_samples, (sample_temperature, sample_top_k), seed,
     )
     out = Path(output_dir) / "text"
     atomic_write_text(out, _format_lines(lines))
@@ -148,10 +152,11 @@ def decode_feats_scp(
 
 def _decode_clips(
     model, tokenizer: Tokenizer, reader, device: torch.device, batch_size: int, beam_size: int, max_len: int,
-    length_penalty: float, nbest: int, num_diversity_samples: int, sample_temperature: float, seed: int,
+    length_penalty: float, nbest: int, num_diversity_samples: int, sampling: Tuple[float, int], seed: int,
 ) -> Tuple[List[str], List[str], List[str]]:
     """Decode every clip of ``reader`` (a :class:`~captionlib.io.feats.FeatReader`) in batches
-    of ``batch_size`` (other arguments as :func:`decode_feats_scp`), logging the progress.
+    of ``batch_size`` (other arguments as :func:`decode_feats_scp`; ``sampling`` is
+    ``(sample_temperature, sample_top_k)``), logging the progress.
 
     Returns:
         The lines ``<clip-id> <caption>`` of ``text``, ``text_samples`` and ``text_nbest``
@@ -174,7 +179,7 @@ def _decode_clips(
         ]
         if num_diversity_samples > 0:
             sample_lines += _sample_lines(
-                model, v, clips, tokenizer, num_diversity_samples, max_len, sample_temperature, seed
+                model, v, clips, tokenizer, num_diversity_samples, max_len, sampling, seed
             )
         done = i + len(clips)
         logging.info("decoded %d/%d clips (%.1f clips/s)", done, len(keys), done / (time.time() - t0))
@@ -196,15 +201,17 @@ def _load_models(model_file: Union[str, Sequence[str]], device: torch.device
 
 def _sample_lines(
     model, v: torch.Tensor, clips: Sequence[str], tokenizer: Tokenizer, n: int, max_len: int,
-    temperature: float, seed: int,
+    sampling: Tuple[float, int], seed: int,
 ) -> List[str]:
-    """N multinomial samples per clip, each clip under its own seed (see module docstring)."""
+    """N multinomial samples per clip at ``sampling`` = (temperature, top_k), each clip under its
+    own seed (see module docstring)."""
+    temperature, top_k = sampling
     out = []
     for j, clip in enumerate(clips):
         with torch.random.fork_rng(devices=[v.device] if v.device.type == "cuda" else []):
             torch.manual_seed(seed + zlib.crc32(clip.encode("utf-8")))
             rows = v[j : j + 1].expand(n, -1).contiguous()
-            toks = sample(model, rows, max_len=max_len, temperature=temperature).tokens
+            toks = sample(model, rows, max_len=max_len, temperature=temperature, top_k=top_k).tokens
         out += [f"{sample_id(clip, k + 1)} {tokenizer.ids2text(ids)}" for k, ids in enumerate(toks.tolist())]
     return out
 

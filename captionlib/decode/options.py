@@ -26,6 +26,7 @@ _RANGES = {
     "nbest": (">= 0", "0: no n-best list"),
     "num_diversity_samples": (">= 0", "0: no samples"),
     "sample_temperature": ("> 0", "1: the model's distribution"),
+    "sample_top_k": (">= 0", "0: all tokens"),
 }
 
 
@@ -37,19 +38,21 @@ def check_decode_options(
     nbest: Optional[int] = None,
     num_diversity_samples: Optional[int] = None,
     sample_temperature: Optional[float] = None,
+    sample_top_k: Optional[int] = None,
 ) -> None:
     """Check decoding options; ``None`` means not given (not checked).
 
     Allowed: ``beam_size``, ``batch_size`` and ``max_len`` integers >= 1; ``nbest`` and
     ``num_diversity_samples`` integers >= 0; ``length_penalty`` any finite number;
-    ``sample_temperature`` a finite number > 0.
+    ``sample_temperature`` a finite number > 0; ``sample_top_k`` an integer >= 0.
 
     Raises:
         ValueError: the first option out of range, e.g. ``beam_size must be >= 1 (1: greedy
             search), got 0``.
     """
     given = dict(beam_size=beam_size, batch_size=batch_size, max_len=max_len, nbest=nbest,
-                 num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature)
+                 num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature,
+                 sample_top_k=sample_top_k)
     for key, value in given.items():
         valid, meaning = _RANGES[key]
         if value is not None and not (math.isfinite(value) and in_range(value, valid)):

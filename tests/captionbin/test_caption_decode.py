@@ -120,6 +120,23 @@ def test_text_nbest(setup):
     assert e.value.code == 2
 
 
+def test_top_k_samples(setup):
+    """--sample_top_k 1 samples the greedy caption every time; a K of the whole vocabulary
+    draws the same samples as no top-k (the same random draws over the same distribution)."""
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    common = ["--model_file", a, "--feats_scp", scp, "--max_len", "8", "--num_diversity_samples", "4"]
+    main(common + ["--output_dir", str(tmp / "k1"), "--sample_top_k", "1", "--sample_temperature", "2"])
+    greedy = dict(line.split(" ", 1) if " " in line else (line, "") for line in _lines(tmp / "k1" / "text"))
+    assert {c: set(s) for c, s in read_samples(tmp / "k1" / "text_samples").items()} == {
+        c: {cap} for c, cap in greedy.items()}
+    main(common + ["--output_dir", str(tmp / "all")])
+    main(common + ["--output_dir", str(tmp / "kv"), "--sample_top_k", str(V)])
+    assert (tmp / "kv" / "text_samples").read_text() == (tmp / "all" / "text_samples").read_text()
+    samples = read_samples(tmp / "all" / "text_samples")
+    assert any(len(set(s)) > 1 for s in samples.values())  # untrained model: the samples differ
+
+
 @pytest.mark.parametrize("opt, value, message", [
     ("--beam_size", "0", "--beam_size must be >= 1 (1: greedy search), got 0"),
     ("--beam_size", "-3", "--beam_size must be >= 1 (1: greedy search), got -3"),
@@ -127,6 +144,7 @@ def test_text_nbest(setup):
     ("--batch_size", "0", "--batch_size must be >= 1"),
     ("--num_diversity_samples", "-1", "--num_diversity_samples must be >= 0"),
     ("--sample_temperature", "0", "--sample_temperature must be > 0"),
+    ("--sample_top_k", "-1", "--sample_top_k must be >= 0 (0: all tokens), got -1"),
     ("--length_penalty", "nan", "--length_penalty must be a finite number"),
 ])
 def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value, message):
