@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Extract features (log-mel) for the clips of one wav.scp shard into ark or HDF5.
+"""Extract features for the clips of one wav.scp shard into ark or HDF5: the log-mel
+(``--feats_type logmel``), or the frame outputs of a frozen pretrained audio encoder on that
+log-mel (``--feats_type pretrained --encoder convnext --pretrained <checkpoint>``; see
+:mod:`captionlib.models.encoder_feats`).
 
 Writes ``<out_prefix>.{ark|h5}``, ``<out_prefix>.scp`` (absolute paths) and, for
 ``--out_prefix DIR/feats.JOB``, ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and
@@ -11,22 +14,33 @@ Usage:
         --out_prefix dump/logmel/development/feats.3
     python -m captionbin.caption_dump_feats --wav_scp data/validation/wav.scp \\
         --filetype hdf5 --out_prefix /tmp/feats.1 --n_mels 64 --fs 16000
+    python -m captionbin.caption_dump_feats --config conf/feats_pretrained_convnext.yaml \
+        --wav_scp data/validation/wav.scp --filetype hdf5 --out_prefix /tmp/convnext.1
 """
 
 from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
-from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool
+from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool, str_or_none
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
 
 def get_parser():
     """Build the argument parser (feature keys match ``conf/feats_*.yaml``)."""
-    parser = get_base_parser("Extract log-mel features of a wav.scp into ark/HDF5")
+    parser = get_base_parser("Extract log-mel features (or a frozen pretrained encoder's outputs) of a wav.scp "
+                             "into ark/HDF5")
     parser.add_argument("--wav_scp", default=None, help="(required) <clip-id> <audio path> list")
     add_shard_arguments(parser)
-    parser.add_argument("--feats_type", default="logmel", choices=("logmel",), help="feature type")
+    parser.add_argument("--feats_type", default="logmel", choices=("logmel", "pretrained"),
+                        help="logmel, or pretrained: the frame outputs of --encoder on that log-mel")
+    parser.add_argument("--encoder", type=str_or_none, default=None, choices=(None, "cnn14", "cnn10", "convnext"),
+                        help="feats_type pretrained: the encoder (its published checkpoint's front end is the log-mel)")
+    parser.add_argument("--pretrained", type=str_or_none, default=None,
+                        help="feats_type pretrained: the encoder's checkpoint, e.g. "
+                             "downloads/convnext_tiny_465mAP_BL_AC_70kit.pth (loaded strictly)")
+    parser.add_argument("--classes_num", type=int, default=527,
+                        help="feats_type pretrained: classes of the checkpoint's tagging head (527: AudioSet)")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
@@ -56,10 +70,21 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
-    args = parse_args(get_parser(), cmd, REQUIRED)
-    from captionlib.audio.dump import dump_feats
+    parser = get_parser()
+    args = parse_args(parser, cmd, REQUIRED)
+    if args.feats_type == "logmel":
+        if args.encoder is not None or args.pretrained is not None:
+            parser.error("--encoder and --pretrained are options of --feats_type pretrained, not logmel")
+        from captionlib.audio.dump import dump_feats
 
-    run_shard_job(dump_feats, args)
+        del args.encoder, args.pretrained, args.classes_num
+        run_shard_job(dump_feats, args)
+    else:
+        if args.encoder is None or args.pretrained is None or args.fs is None:
+            parser.error("--feats_type pretrained needs --encoder, --pretrained and --fs (the encoder's front end)")
+        from captionlib.models.encoder_feats import dump_encoder_feats
+
+        run_shard_job(dump_encoder_feats, args)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 import logging
 import os
 from collections import Counter
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
+import numpy as np
 import torch
 
 from captionlib.audio.features import LogMel
@@ -12,7 +13,9 @@ from captionlib.audio.io import load_audio
 from captionlib.io.datadir import PathLike, read_scp
 from captionlib.io.feats import FeatShardWriter
 
-FEATS_TYPES = ("logmel",)
+#: ``logmel``: the log-mel itself; ``pretrained``: what a frozen pretrained encoder makes of it
+#: (``transform``, see :mod:`captionlib.models.encoder_feats`).
+FEATS_TYPES = ("logmel", "pretrained")
 
 
 def dump_feats(
@@ -30,6 +33,7 @@ def dump_feats(
     num_threads: int = 1,
     dtype: str = "float32",
     strict: bool = False,
+    transform: Optional[Callable[[np.ndarray], np.ndarray]] = None,
     **logmel_options: Any,
 ) -> Dict[str, int]:
     """Extract features for every clip of ``wav_scp`` into one ark or h5 file.
@@ -45,11 +49,10 @@ def dump_feats(
         wav_scp: ``<clip-id> <audio path>`` lines (path may contain spaces).
         out_prefix: output path without extension, e.g. ``dump/logmel/dev/feats.3``.
         filetype: ``"ark"`` or ``"hdf5"``.
-        feats_type: ``"logmel"`` (see :class:`captionlib.audio.features.LogMel`).
-        n_mels: mel bands (feature dim).
-        n_fft: FFT size in samples.
-        win_length_s: Hann window length in seconds.
-        hop_length_s: frame shift in seconds.
+        feats_type: ``"logmel"`` (:class:`captionlib.audio.features.LogMel`), or ``"pretrained"``:
+            ``transform`` (a frozen encoder) maps each log-mel (frames, n_mels) to what is stored.
+        n_mels: mel bands (feature dim); n_fft: FFT size in samples.
+        win_length_s: Hann window length in seconds; hop_length_s: frame shift in seconds.
         fs: resample to this rate in Hz first (``None``: the file's own rate; clips of the
             shard at different rates are then logged once as a warning with the count of clips
             per rate, since a mel band covers other frequencies at each rate).
@@ -61,6 +64,7 @@ def dump_feats(
             (see :mod:`captionlib.audio.features`); the stored features are float32 either way.
         strict: an audio file shorter than its header says is an error (default: a logged
             warning naming it; see :func:`captionlib.audio.io.check_truncation`).
+        transform: see ``feats_type`` (:mod:`captionlib.models.encoder_feats`).
         logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode`` of :class:`~captionlib.audio.features.LogMel`.
 
     Returns:
@@ -74,27 +78,35 @@ def dump_feats(
     """
     if num_threads > 0:
         torch.set_num_threads(num_threads)
-    if feats_type not in FEATS_TYPES:
-        raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
+    _check_feats_type(feats_type, transform)
     extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s,
                        dtype=dtype, **logmel_options)
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
-    logging.info(
-        "extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs), wav_scp, prefix
-    )
+    logging.info("extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs), wav_scp,
+                 prefix)
     rates: Counter = Counter()  # clips per sample rate (one rate unless fs is None)
     with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(wavs), log_interval) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):
             try:
                 wave, rate = load_audio(path, fs=fs, strict=strict)
-                feats = extractor(wave, rate)
+                feats = extractor(wave, rate) if transform is None else transform(extractor(wave, rate))
             except (ValueError, FileNotFoundError) as e:
                 raise type(e)(f"{wav_scp}:{i}: clip {key}: {e}") from None
             rates[rate] += 1
             writer[key] = feats
     warn_mixed_rates(wav_scp, rates)
     return dict(writer.num_frames)
+
+
+def _check_feats_type(feats_type: str, transform) -> None:
+    """Raise ValueError for an unknown ``feats_type``, or ``pretrained`` without a ``transform``
+    (``logmel`` with one)."""
+    if feats_type not in FEATS_TYPES:
+        raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
+    if (feats_type == "pretrained") != (transform is not None):
+        raise ValueError(f"feats_type {feats_type!r} {'needs' if transform is None else 'takes no'} transform "
+                         "(the frozen encoder of captionlib.models.encoder_feats)")
 
 
 def warn_mixed_rates(wav_scp: PathLike, rates: Counter) -> None:

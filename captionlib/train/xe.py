@@ -17,7 +17,7 @@ from captionlib.data.datasets import (
     collate_captions,
     collate_clip_captions,
 )
-from captionlib.models import convnext, panns
+from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
 from captionlib.models.captioner import build_model, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.io.datadir import feats_dim
@@ -38,11 +38,6 @@ from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import load_checkpoint
 
 
-#: Loaders of published encoder checkpoints, by encoder name: ``loader(encoder, path,
-#: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
-#: end against the features config the training data was dumped with.
-PRETRAINED_LOADERS: Dict[str, Callable[[torch.nn.Module, str, Dict[str, Any]], None]] = {
-    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained, "convnext": convnext.load_pretrained}
 #: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
 FEATS_CONFIG = "feats_config.yaml"
 
@@ -119,13 +114,6 @@ def read_feats_config(data_dir: str) -> Dict[str, Any]:
     return conf
 
 
-def check_pretrained_loader(encoder: str) -> None:
-    """Raise ValueError unless ``encoder`` has a loader in :data:`PRETRAINED_LOADERS`, listing those that do."""
-    if encoder not in PRETRAINED_LOADERS:
-        raise ValueError(f"encoder_conf.pretrained: encoder {encoder!r} has no checkpoint loader; encoders with one: "
-                         f"{', '.join(sorted(PRETRAINED_LOADERS))}")
-
-
 def load_pretrained_encoder(model, encoder: str, path: str, data_dir: str) -> None:
     """Load a published checkpoint into ``model.encoder`` with the loader of ``encoder``
     (:data:`PRETRAINED_LOADERS`), strictly, checking its front end against
@@ -137,7 +125,7 @@ def load_pretrained_encoder(model, encoder: str, path: str, data_dir: str) -> No
             naming the keys, a front-end mismatch, an unsafe file).
         FileNotFoundError: no checkpoint (saying where to download it) or no features config.
     """
-    check_pretrained_loader(encoder)
+    check_pretrained_loader(encoder, "encoder_conf.pretrained")
     PRETRAINED_LOADERS[encoder](model.encoder, path, read_feats_config(data_dir))
     logging.info("encoder (%s) initialised from %s", encoder, path)
 
@@ -326,7 +314,7 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
     """
     encoder_conf, training = split_encoder_conf(opts.encoder_conf)
     if training.pretrained:
-        check_pretrained_loader(opts.encoder)
+        check_pretrained_loader(opts.encoder, "encoder_conf.pretrained")
         if opts.init_param:
             raise ValueError("encoder_conf.pretrained and init_param both initialise the encoder: give one of them")
     model_conf = {

@@ -36,7 +36,7 @@ expdir=exp           # Directory to save experiments.
 local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh.
 
 # Feature extraction related
-feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features of the clips in clip2id, or of the audio files in wav.scp).
+feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), pretrained (a frozen pretrained audio encoder's frame outputs, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features of the clips in clip2id, or of the audio files in wav.scp).
 feats_config=     # Feature config (e.g. conf/feats_logmel.yaml).
 feats_filetype=ark # Feature file type: ark or hdf5.
 
@@ -131,8 +131,9 @@ Options:
     --local_data_opts # The options given to local/download.sh or local/generate.sh, and local/data.sh (default="${local_data_opts}").
 
     # Feature extraction related
-    --feats_type     # Feature type: logmel (wav.scp), cnn (image.scp or video.scp) or import
-                     # (precomputed features of the clips in clip2id, or of the audio files in wav.scp:
+    --feats_type     # Feature type: logmel (wav.scp), pretrained (the frame outputs of a frozen pretrained
+                     # audio encoder, e.g. conf/feats_pretrained_convnext.yaml; wav.scp), cnn (image.scp or
+                     # video.scp) or import (precomputed features of the clips in clip2id, or of the audio files in wav.scp:
                      # embeddings of BEATs, EAT, CLAP...; see scripts/dump_feats.sh) (default="${feats_type}").
     --feats_config   # Feature config, required (default="${feats_config}").
     --feats_filetype # Feature file type: ark or hdf5 (default="${feats_filetype}").
@@ -266,7 +267,7 @@ if [ "${stage}" -gt "${last_stage}" ] || [ "${stage}" -gt "${stop_stage}" ]; the
     log "Error: --stage ${stage} --stop_stage ${stop_stage} selects no stage: the stages are 0-${last_stage}, and --stage must be <= --stop_stage"
     exit 2
 fi
-case "${feats_type}" in logmel|cnn|import) ;; *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2;; esac
+case "${feats_type}" in logmel|pretrained|cnn|import) ;; *) log "Error: --feats_type must be logmel, pretrained, cnn or import, got '${feats_type}'"; exit 2;; esac
 
 if [ -z "${ngpu}" ]; then
     # Autodetect with the plain interpreter (${python} may be a wrapper such as "coverage run").
@@ -689,8 +690,8 @@ else
 fi
 
 if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
-    if [ "${feats_type}" = import ]; then
-        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel) and on images and videos (feats_type cnn), this run has feats_type import (features made elsewhere)"
+    if [ "${feats_type}" = import ] || [ "${feats_type}" = pretrained ]; then
+        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel) and on images and videos (feats_type cnn), this run has feats_type ${feats_type} (features made by another model)"
     else
         # what caption_pack needs to compute stage 2's features: the sample rates of the training
         # audio, or the media type of the training data dir (as scripts/dump_feats.sh picks it)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 import pytest
+import torch
 import yaml
 
 from captionbin import caption_dump_feats
@@ -53,6 +54,39 @@ def test_get_parser_main_without_args_and_print_config():
     ).stdout
     conf = yaml.safe_load(out)
     assert conf["n_mels"] == 64 and conf["fs"] is None and conf["win_length_s"] == 0.04
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--encoder", "cnn10"], "--encoder and --pretrained are options of --feats_type pretrained, not logmel"),
+    (["--feats_type", "pretrained", "--encoder", "cnn10", "--fs", "32000"],
+     "--feats_type pretrained needs --encoder, --pretrained and --fs"),
+    (["--feats_type", "pretrained", "--encoder", "crnn", "--pretrained", "x.pth", "--fs", "32000"],
+     "invalid choice: 'crnn'"),
+])
+def test_pretrained_options_are_checked_before_any_work(tmp_path, wav_scp, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        caption_dump_feats.main(["--wav_scp", str(wav_scp), "--out_prefix", str(tmp_path / "feats.1"), *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+    assert not list(tmp_path.glob("feats.1*"))
+
+
+def test_pretrained_checkpoint_of_another_front_end_fails_naming_it(tmp_path, wav_scp, capsys):
+    """A ConvNeXt checkpoint (224 mel bins) with the 64-band log-mel of PANNs: exit 1, the error
+    names the checkpoint, nothing is written."""
+    from captionlib.models.convnext import ConvNeXtEncoder
+    from captionlib.models.panns import front_end_tensors
+
+    conf = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_convnext.yaml").read_text())
+    ckpt = tmp_path / "convnext.pth"
+    torch.save({"model": dict(ConvNeXtEncoder().state_dict(), **front_end_tensors(conf))}, ckpt)
+    panns = REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml"
+    with pytest.raises(SystemExit) as e:
+        caption_dump_feats.main(["--config", str(panns), "--feats_type", "pretrained", "--encoder", "convnext",
+                                 "--pretrained", str(ckpt), "--wav_scp", str(wav_scp),
+                                 "--out_prefix", str(tmp_path / "feats.1")])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and f"{ckpt}: the checkpoint does not match ConvNeXtEncoder (nothing was loaded)" in err
+    assert not list(tmp_path.glob("feats.1*"))
 
 
 def test_recipe_feats_configs_identical():

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from captionlib.io.datadir import write_scp
-from captionlib.models.panns import front_end_tensors
+from captionlib.io.feats import FeatReader
+from captionlib.models.encoder_feats import frozen_encoder
+from captionlib.models.panns import Cnn10Encoder, front_end_tensors
 from captionlib.train.xe import read_feats_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,13 +43,13 @@ def recipe(tmp_path):
     return rec
 
 
-def _dump(rec, config):
+def _dump(rec, config, feats_type="logmel", rc=0):
     env = dict(os.environ, LC_ALL="C")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    cmd = ["scripts/dump_feats.sh", "--python", sys.executable, "--nj", "1", "--feats_config", config,
-           "data/set", "dump/set"]
+    cmd = ["scripts/dump_feats.sh", "--python", sys.executable, "--nj", "1", "--feats_type", feats_type,
+           "--feats_config", config, "data/set", "dump/set"]
     p = subprocess.run(cmd, cwd=rec, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.returncode == rc, p.stdout + p.stderr
     return p.stdout + p.stderr
 
 
@@ -77,3 +80,33 @@ def test_the_dump_dir_holds_its_resolved_features_config(recipe):
     _dump(recipe, "conf/feats_logmel.yaml")
     assert read_feats_config(str(d)) == _print_config(recipe, "conf/feats_logmel.yaml")
     assert (d / "feats.scp").stat().st_mtime_ns != mtime and (d / "feats_dim").read_text() == "64\n"
+
+
+def test_feats_type_pretrained_dumps_the_frozen_encoders_frames(recipe):
+    """--feats_type pretrained: stage 2 stores what the frozen encoder hands the decoder (its frame
+    outputs on the log-mel of the config), records the checkpoint in feats_config.yaml, redoes the
+    dump when the checkpoint changes, and refuses a config that makes another feature type."""
+    conf = yaml.safe_load(PANNS.read_text())
+    torch.manual_seed(0)
+    state = dict(Cnn10Encoder().state_dict(), **front_end_tensors(conf))  # the authors' layout
+    (recipe / "downloads").mkdir()
+    torch.save({"model": state, "iteration": 1}, recipe / "downloads" / "cnn10.pth")
+    yaml.safe_dump(dict(conf, feats_type="pretrained", encoder="cnn10", pretrained="downloads/cnn10.pth"),
+                   (recipe / "conf" / "feats_pretrained_cnn10.yaml").open("w"))
+    _dump(recipe, "conf/feats_logmel.yaml", feats_type="pretrained", rc=1)
+    out = _dump(recipe, "conf/feats_pretrained_cnn10.yaml", feats_type="logmel", rc=1)
+    assert "makes feats_type 'pretrained', not the 'logmel' asked for" in out
+    d = recipe / "dump" / "set"
+    _dump(recipe, "conf/feats_panns.yaml")
+    logmel = FeatReader(str(d / "feats.scp"))["clip1"]
+    _dump(recipe, "conf/feats_pretrained_cnn10.yaml", feats_type="pretrained")
+    assert (d / "feats_type").read_text() == "pretrained\n" and (d / "feats_dim").read_text() == "512\n"
+    assert read_feats_config(str(d))["pretrained"] == "downloads/cnn10.pth"
+    frames = FeatReader(str(d / "feats.scp"))["clip1"]
+    enc = frozen_encoder("cnn10", str(recipe / "downloads" / "cnn10.pth"), conf)
+    with torch.no_grad():
+        _, memory = enc(torch.tensor(logmel)[None], torch.tensor([len(logmel)]))
+    assert frames.shape == (len(logmel) // 16, 512) and np.abs(frames - memory[0].numpy()).max() < 1e-5
+    assert "already dumped" in _dump(recipe, "conf/feats_pretrained_cnn10.yaml", feats_type="pretrained")
+    torch.save({"model": state, "iteration": 2}, recipe / "downloads" / "cnn10.pth")  # another checkpoint
+    assert "already dumped" not in _dump(recipe, "conf/feats_pretrained_cnn10.yaml", feats_type="pretrained")

@@ -3,6 +3,9 @@
 # Extract features of a data dir into a dump dir, as a JOB array. The feature type picks the
 # clip list and the binary:
 #   logmel: wav.scp              -> captionbin.caption_dump_feats (log-mel of the audio)
+#   pretrained: wav.scp          -> captionbin.caption_dump_feats (the frame outputs of a frozen
+#           pretrained audio encoder, cnn14/cnn10/convnext, on that log-mel: its `encoder` and
+#           `pretrained` checkpoint in the feature config, e.g. conf/feats_pretrained_convnext.yaml)
 #   cnn:    image.scp/video.scp  -> captionbin.caption_extract_visual_feats (CNN features of
 #           each image, or of N frames of each video)
 #   import: clip2id, else wav.scp -> captionbin.caption_import_feats (precomputed features in
@@ -27,7 +30,7 @@ log() {
 SECONDS=0
 
 cmd=utils/run.pl                      # Job wrapper (run.pl, slurm.pl ...).
-feats_type=logmel                     # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp).
+feats_type=logmel                     # logmel or pretrained (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp).
 nj=4                                  # Number of jobs (capped at the number of clips).
 filetype=ark                          # Feature file type: ark or hdf5.
 feats_config=conf/feats_logmel.yaml   # Feature config (keys of caption_dump_feats).
@@ -41,7 +44,7 @@ e.g.
 
 Options:
   --cmd           # Job wrapper (default="${cmd}").
-  --feats_type    # logmel (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp) (default="${feats_type}").
+  --feats_type    # logmel or pretrained (wav.scp), cnn (image.scp or video.scp) or import (clip2id, else wav.scp) (default="${feats_type}").
   --nj            # Number of jobs, capped at the number of clips (default="${nj}").
   --filetype      # ark or hdf5 (default="${filetype}").
   --feats_config  # Feature config YAML (default="${feats_config}").
@@ -67,7 +70,7 @@ case "${filetype}" in
 esac
 # the clip list, the binary and its options for the list
 case "${feats_type}" in
-    logmel) list=wav.scp; binary=caption_dump_feats; list_opts=(--wav_scp) ;;
+    logmel|pretrained) list=wav.scp; binary=caption_dump_feats; list_opts=(--wav_scp) ;;
     cnn)
         binary=caption_extract_visual_feats
         if [ -f "${data}/image.scp" ] && [ -f "${data}/video.scp" ]; then
@@ -84,7 +87,7 @@ case "${feats_type}" in
         else  # audio: the source ids come from the file names (caption_import_feats --wav_scp)
             list=wav.scp; list_opts=(--wav_scp)
         fi ;;
-    *) log "Error: --feats_type must be logmel, cnn or import, got '${feats_type}'"; exit 2 ;;
+    *) log "Error: --feats_type must be logmel, pretrained, cnn or import, got '${feats_type}'"; exit 2 ;;
 esac
 if [ ! -f "${data}/${list}" ]; then
     [ "${feats_type}" = import ] && list="clip2id (or, for audio, wav.scp)"
@@ -98,10 +101,19 @@ nclips=$(wc -l < "${data}/${list}")
 # What the .done marker records, so that a re-run redoes the dump when any of it changed: the
 # file type, the resolved feature options (the config with the binary's current defaults),
 # the clip list, and the size and modification time of every media file it lists and of the
-# files the options name (source: the imported features, cnn_weights: the CNN), so that an
-# input fixed in place is seen (clip2id lists ids, not files).
+# files the options name (source: the imported features, cnn_weights: the CNN, pretrained: the
+# audio encoder's checkpoint), so that an input fixed in place is seen (clip2id lists ids, not
+# files).
 _options=$(${python} -m "captionbin.${binary}" --config "${feats_config}" --print_config)
-_named=$(printf '%s\n' "${_options}" | sed -n -e 's/^source: *//p' -e 's/^cnn_weights: *//p' | grep -v '^null$' || true)
+_named=$(printf '%s\n' "${_options}" | sed -n -e 's/^source: *//p' -e 's/^cnn_weights: *//p' -e 's/^pretrained: *//p' \
+    | grep -v '^null$' || true)
+if [ "${binary}" = caption_dump_feats ]; then  # the config's feats_type is what the binary makes
+    _made=$(printf '%s\n' "${_options}" | sed -n 's/^feats_type: *//p')
+    if [ "${_made}" != "${feats_type}" ]; then
+        log "Error: ${feats_config} makes feats_type '${_made}', not the '${feats_type}' asked for (--feats_type)"
+        exit 1
+    fi
+fi
 _media=$({ { cut -d' ' -f2- "${data}/${list}"; [ -z "${_named}" ] || printf '%s\n' "${_named}"; } | tr '\n' '\0' \
     | xargs -0 stat -L -c '%n %s %.9Y' 2>/dev/null || true; } | md5sum | cut -d' ' -f1)
 _key="feats_type=${feats_type} filetype=${filetype} feats_options=$(printf '%s\n' "${_options}" | md5sum | cut -d' ' -f1)"
