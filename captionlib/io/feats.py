@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Dict, Iterator, KeysView, Optional
 
 import kaldiio
@@ -65,8 +66,8 @@ class FeatWriter:
     """Write 2-D float32 feature matrices keyed by clip id to ``<prefix>.{ark|h5}`` + ``<prefix>.scp``.
 
     Use as a context manager; ``writer[key] = array`` (or :meth:`write`) adds a clip.
-    On a clean exit the scp file (and for hdf5 the ``.h5`` file) is moved into
-    place; on an exception nothing is committed.
+    Both files are written under temporary names and moved into place on a clean exit; on
+    an exception nothing is committed, so an earlier dump at the same prefix stays whole.
 
     Args:
         out_prefix: output path without extension, e.g. ``dump/logmel/dev/feats.3``.
@@ -100,8 +101,8 @@ class FeatWriter:
         self._scp_lines = []
         self._closed = False
         if filetype == "ark":
-            self._tmp_scp = self.scp_path + ".tmp"
-            self._helper = kaldiio.WriteHelper(f"ark,scp:{self.data_path},{self._tmp_scp}")
+            self._tmp_scp, self._tmp_ark = self.scp_path + ".tmp", self.data_path + ".tmp"
+            self._helper = kaldiio.WriteHelper(f"ark,scp:{self._tmp_ark},{self._tmp_scp}")
         else:
             import h5py
 
@@ -137,10 +138,16 @@ class FeatWriter:
         self._closed = True
         if self.filetype == "ark":
             self._helper.close()
-            if commit:
-                os.replace(self._tmp_scp, self.scp_path)
-            elif os.path.exists(self._tmp_scp):
+            if commit:  # the scp lines point into the temporary ark: point them at its final name
+                lines = [f"{key} {self.data_path}{value[len(self._tmp_ark):]}" for key, value in
+                         (line.split(" ", 1) for line in Path(self._tmp_scp).read_text().splitlines())]
+                os.replace(self._tmp_ark, self.data_path)
+                write_lines_atomic(self.scp_path, lines)
                 os.unlink(self._tmp_scp)
+            else:
+                for tmp in (self._tmp_ark, self._tmp_scp):
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
         else:
             self._h5.close()
             if commit:

@@ -115,6 +115,25 @@ def test_writer_errors_and_no_commit_on_exception(tmp_path):
         assert not [f for f in os.listdir(prefix.parent) if f.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("filetype", ["ark", "hdf5"])
+def test_a_failed_rewrite_leaves_the_earlier_shard_whole(tmp_path, filetype):
+    """A re-run that stops at a bad clip (here a duplicate key) must not truncate the shard an
+    earlier run wrote at the same prefix: its scp still reads every clip (the ark used to be
+    rewritten in place, its old scp then pointed past the end)."""
+    prefix = tmp_path / "feats.1"
+    first = {k: np.full((5, 3), i, np.float32) for i, k in enumerate(["a", "b", "c"])}
+    with FeatWriter(prefix, filetype) as w:
+        for k, v in first.items():
+            w[k] = v
+    with pytest.raises(ValueError, match="duplicate"):
+        with FeatWriter(prefix, filetype) as w:
+            w["a"] = np.zeros((2, 3))
+            w["a"] = np.zeros((2, 3))
+    reader = FeatReader(str(prefix) + ".scp")
+    assert {k: reader[k].tolist() for k in first} == {k: v.tolist() for k, v in first.items()}
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
 def _read_in_child(reader, key, queue):
     queue.put((os.getpid(), reader[key].sum().item(), reader._pid))
 
