@@ -468,9 +468,13 @@ def sample_id(clip: str, k: int) -> str:
 def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
     """Read a ``text_samples`` (or ``text_nbest``) file into ``{clip_id: [caption, ...]}`` (ordered by k).
 
+    Every clip must have the same ids ``#1`` .. ``#N`` (``caption_decode`` writes N per clip):
+    diversity over 1 caption of one clip and 5 of another would be no score of either.
+
     Raises:
         ValueError: for a malformed line, a duplicate id, or an id without ``#<k>``,
-            naming the file and line.
+            naming the file and line; for a clip whose ids are not ``#1`` .. ``#N`` with the
+            N of the file's first clip, naming the file, the clip and its ids.
     """
     grouped: Dict[str, Dict[int, str]] = {}
     with open(path, encoding="utf-8") as f:
@@ -486,6 +490,14 @@ def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
             if int(k) in per:
                 raise ValueError(f"{path}:{lineno}: duplicate sample id {key!r}")
             per[int(k)] = caption.strip()
+    if grouped:
+        first = next(iter(grouped))
+        want = list(range(1, len(grouped[first]) + 1))
+        for clip, per in grouped.items():
+            if sorted(per) != want:
+                ids = ", ".join(f"{SAMPLE_SEP}{k}" for k in sorted(per))
+                raise ValueError(f"{path}: clip {clip} has the ids {ids}, expected {SAMPLE_SEP}1 .. "
+                                 f"{SAMPLE_SEP}{len(want)} as clip {first} (the same number of captions for every clip)")
     return {c: [per[k] for k in sorted(per)] for c, per in grouped.items()}
 
 

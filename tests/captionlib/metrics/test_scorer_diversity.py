@@ -100,6 +100,11 @@ def test_read_samples(tmp_path):
     p.write_text("c1 a dog\n")
     with pytest.raises(ValueError, match=r"text_samples:1"):
         read_samples(p)
+    # every clip has #1 .. #N with one N: one caption of a clip scored Div-1 near 1
+    for text, ids in [("c1#1 a\nc1#2 b\nc2#1 a\n", "#1"), ("c1#1 a\nc1#7 b\nc2#1 a\nc2#7 b\n", "#1, #7")]:
+        p.write_text(text)
+        with pytest.raises(ValueError, match=f"clip c[12] has the ids {ids}, expected #1 .. #"):
+            read_samples(p)
 
 
 def _data(tmp_path):
