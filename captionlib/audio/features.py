@@ -28,6 +28,7 @@ Reference: X. Xu, H. Dinkel, M. Wu, K. Yu, "A CRNN-GRU based reinforcement
 learning approach to audio captioning", DCASE 2020 workshop (seed 000).
 """
 
+import warnings
 from typing import Dict, Optional, Tuple
 
 import librosa
@@ -59,7 +60,10 @@ class LogMel:
             torchlibrosa's ``pad_mode="reflect"``; needs a wave longer than ``n_fft // 2``).
 
     Raises:
-        ValueError: a non-positive size/length/floor or an unknown ``dtype``/``log``/``pad_mode``.
+        ValueError: a non-positive size/length/floor, a negative ``fmin``, an ``fmax`` not above
+            ``fmin``, or an unknown ``dtype``/``log``/``pad_mode``; at a sample rate whose
+            Nyquist frequency is below ``fmax`` (or not above ``fmin``), or where a mel band
+            gets no FFT bin (its feature would be constant), :meth:`mel_filters` raises.
 
     Example:
         >>> feat = LogMel(n_mels=64)(wave, 44100)   # (frames, 64) float32
@@ -84,6 +88,8 @@ class LogMel:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         if log not in LOGS or pad_mode not in PAD_MODES:
             raise ValueError(f"log must be one of {LOGS} and pad_mode one of {PAD_MODES}, got {log!r}, {pad_mode!r}")
+        if fmin < 0 or (fmax is not None and fmax <= fmin):
+            raise ValueError(f"fmin must be >= 0 and fmax (null: Nyquist) above fmin, got fmin {fmin}, fmax {fmax}")
         self.n_mels = n_mels
         self.n_fft = n_fft
         self.win_length_s = win_length_s
@@ -114,11 +120,27 @@ class LogMel:
         return win, hop
 
     def mel_filters(self, fs: int) -> np.ndarray:
-        """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` in ``dtype`` from ``librosa.filters.mel``."""
+        """Mel filter bank ``(n_mels, n_fft // 2 + 1)`` in ``dtype`` from ``librosa.filters.mel``.
+
+        Raises:
+            ValueError: ``fmax`` above the Nyquist frequency ``fs / 2`` or ``fmin`` not below it
+                (bands above it would hold no energy), or a band without any FFT bin
+                (too many ``n_mels`` for ``n_fft`` at ``fs``): such a band's feature is constant.
+        """
         if fs not in self._mel:
-            self._mel[fs] = librosa.filters.mel(
-                sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin, fmax=self.fmax, dtype=self.dtype
-            )
+            nyquist = fs / 2
+            if (self.fmax or nyquist) > nyquist or self.fmin >= nyquist:
+                raise ValueError(f"mel bands from fmin {self.fmin} to fmax {self.fmax} Hz do not fit below the "
+                                 f"Nyquist frequency {nyquist:g} Hz of audio at {fs} Hz: lower fmax/fmin or set fs")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # librosa's empty-filter warning: raised below
+                mel = librosa.filters.mel(sr=fs, n_fft=self.n_fft, n_mels=self.n_mels, fmin=self.fmin,
+                                          fmax=self.fmax, dtype=self.dtype)
+            empty = int((mel.max(axis=1) == 0).sum())
+            if empty:
+                raise ValueError(f"{empty} of the {self.n_mels} mel bands get no FFT bin at n_fft {self.n_fft} and "
+                                 f"{fs} Hz (their features would be constant): lower n_mels or raise n_fft")
+            self._mel[fs] = mel
         return self._mel[fs]
 
     def num_frames(self, num_samples: int, fs: int) -> int:

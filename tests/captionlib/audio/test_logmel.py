@@ -1,5 +1,6 @@
 """Tests of captionlib.audio.features: log-mel against librosa on real Clotho audio."""
 
+import re
 from pathlib import Path
 
 import librosa
@@ -96,3 +97,19 @@ def test_bad_inputs():
         logmel(np.ones(0, np.float32), 16000)
     with pytest.raises(ValueError, match="dtype must be one of"):
         LogMel(dtype="float16")
+
+
+@pytest.mark.parametrize("options, fs, message", [
+    ({"fmin": 8000, "fmax": 4000}, None, "fmax (null: Nyquist) above fmin"),
+    ({"fmin": -1}, None, "fmin must be >= 0"),
+    ({"fmin": 30000}, 44100, "do not fit below the Nyquist frequency 22050 Hz of audio at 44100 Hz"),
+    ({"fmax": 100000}, 44100, "do not fit below the Nyquist frequency 22050 Hz"),
+    ({"fmax": 14000}, 16000, "do not fit below the Nyquist frequency 8000 Hz of audio at 16000 Hz"),
+    ({"n_mels": 256, "n_fft": 256, "win_length_s": 0.004}, 16000, "mel bands get no FFT bin at n_fft 256"),
+])
+def test_mel_bands_without_energy_are_refused(options, fs, message):
+    """Bands above the Nyquist frequency or without an FFT bin gave constant features (exit 0,
+    only librosa's UserWarning); now a ValueError saying which option to change."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        lm = LogMel(**options)
+        lm(np.random.default_rng(0).standard_normal(fs), fs)
