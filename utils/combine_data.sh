@@ -47,7 +47,9 @@ for f in ${keyed}; do
     echo "combine_data.sh: warning: ${f} is in only ${present} of $# sources; not combining it" 1>&2
     continue
   fi
-  for s in "$@"; do cat "${s}/${f}"; done | sort > "${tmp}/${f}"
+  # awk rather than cat: a source whose last line lacks its newline gets one, instead of
+  # being glued to the first line of the next source.
+  for s in "$@"; do awk '{ print }' "${s}/${f}"; done | sort > "${tmp}/${f}"
   dup=$(awk '{print $1}' "${tmp}/${f}" | uniq -d | head -n 1)
   if [ -n "${dup}" ]; then
     echo "combine_data.sh: key '${dup}' of ${f} appears in more than one line of the sources" 1>&2

@@ -187,6 +187,94 @@ def test_fix_data_dir_conflicting_duplicates(tool, datadir, h):
     assert r.rc != 0 and "reco2dur" in r.err and C1 in r.err
 
 
+def snapshot(d):
+    """Every file under d (backups included), by relative path."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
+
+def test_fix_data_dir_refuses_to_empty_the_dir(tool, datadir, h):
+    # wav.scp with another prefix: no clip matches reco2dur/aud2name/utt2spk
+    h.write_lines(
+        datadir / "wav.scp",
+        [x.replace("clotho-validation", "clotho-val") for x in h.read_lines(datadir / "wav.scp")],
+    )
+    before = snapshot(datadir)
+    for _ in range(2):
+        r = tool(["fix_data_dir.sh", datadir])
+        assert r.rc == 1, r
+        assert "refusing" in r.err and "nothing was changed" in r.err
+        assert "in reco2dur aud2name utt2spk but not in wav.scp" in r.err
+        assert "in wav.scp but not in reco2dur aud2name utt2spk" in r.err
+        assert C1 in r.err and "clotho-val-00001" in r.err
+        assert snapshot(datadir) == before
+        assert not (datadir / ".backup").exists()
+
+
+def test_fix_data_dir_refuses_to_remove_every_caption(tool, datadir, h):
+    h.write_lines(datadir / "text", [f"x{x}" for x in h.read_lines(datadir / "text")])
+    before = snapshot(datadir)
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 1, r
+    assert "in text but not in utt2spk" in r.err and f"x{C1}-1" in r.err
+    assert "in utt2spk but not in text" in r.err and f"{C1}-1" in r.err
+    assert snapshot(datadir) == before
+
+
+def test_fix_data_dir_never_overwrites_a_backup(tool, datadir, h):
+    originals = snapshot(datadir)
+    h.write_lines(datadir / "text", [x for x in h.read_lines(datadir / "text") if C2 not in x])
+    first = snapshot(datadir)
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 0 and f"originals in {datadir}/.backup)" in r.err, r
+    h.write_lines(datadir / "reco2dur", h.read_lines(datadir / "reco2dur")[:-1])
+    second = snapshot(datadir)
+    second = {k: v for k, v in second.items() if not k.startswith(".backup/")}
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 0 and f"originals in {datadir}/.backup.2)" in r.err, r
+    assert keys(datadir / "wav.scp") == [C1]
+    assert snapshot(datadir / ".backup") == first
+    assert snapshot(datadir / ".backup.2") == second
+    assert C2 in originals["spk2utt"].decode() and C2 not in second["spk2utt"].decode()
+    # a good dir changes nothing and makes no backup; a taken name is skipped
+    assert tool(["fix_data_dir.sh", datadir]).rc == 0
+    assert not (datadir / ".backup.3").exists()
+    (datadir / ".backup.3").write_text("not a directory\n")
+    h.write_lines(datadir / "wav.scp", list(reversed(h.read_lines(datadir / "wav.scp") * 2)))
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 0 and ".backup.4)" in r.err, r
+    assert (datadir / ".backup.3").read_text() == "not a directory\n"
+    assert snapshot(datadir / ".backup") == first
+
+
+def test_fix_data_dir_names_the_removed_ids(tool, datadir, h):
+    h.write_lines(datadir / "reco2dur", [x for x in h.read_lines(datadir / "reco2dur") if C2 not in x])
+    h.write_lines(
+        datadir / "aud2name", h.read_lines(datadir / "aud2name") + ["clotho-validation-0000\u00e9 x"]
+    )
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 0, r
+    assert "removed 2 clips and 2 captions" in r.err
+    assert f"1 clip in wav.scp aud2name utt2spk but not in reco2dur: {C2}\n" in r.err
+    assert "1 clip in aud2name but not in wav.scp reco2dur utt2spk: clotho-validation-0000\\xC3\\xA9" in r.err
+    assert f"2 captions of a removed clip: {C2}-1 {C2}-2\n" in r.err
+    # more than three: the count, the first three and "..."
+    h.write_lines(datadir / "utt2spk", [x for x in h.read_lines(datadir / "utt2spk") if C3 not in x])
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 0, r
+    assert f"4 captions in text but not in utt2spk: {C3}-1 {C3}-2 {C3}-3 ...\n" in r.err
+    assert f"1 clip in wav.scp reco2dur aud2name but not in utt2spk: {C3}\n" in r.err
+
+
+def test_fix_data_dir_rejects_a_byte_order_mark(tool, datadir):
+    wav = datadir / "wav.scp"
+    wav.write_bytes(b"\xef\xbb\xbf" + wav.read_bytes())
+    before = snapshot(datadir)
+    r = tool(["fix_data_dir.sh", datadir])
+    assert r.rc == 1, r
+    assert "wav.scp:1:" in r.err and "byte-order mark" in r.err and f"'{C1}'" in r.err
+    assert snapshot(datadir) == before
+
+
 # ------------------------------------------------------ subset/copy/combine/split
 def test_subset_by_spk_list(tool, dumpdir, tmp_path, h):
     h.write_lines(tmp_path / "clips", [C2, C3])
@@ -279,6 +367,20 @@ def test_combine_skips_files_missing_in_a_source(tool, datadir, dumpdir, tmp_pat
     assert "feats.scp" in r.err
     assert not (tmp_path / "out/feats.scp").exists()
     assert len(h.read_lines(tmp_path / "out/wav.scp")) == 6
+
+
+def test_combine_source_without_final_newline(tool, tmp_path, h):
+    a = h.make_data_dir(tmp_path / "dev", prefix="clotho-development")
+    b = h.make_data_dir(tmp_path / "val")
+    for f in ("wav.scp", "text", "utt2spk"):
+        (a / f).write_text((a / f).read_text().rstrip("\n"))
+    r = tool(["combine_data.sh", tmp_path / "train", a, b])
+    assert r.rc == 0, r
+    t = tmp_path / "train"
+    for f in ("wav.scp", "text", "utt2spk"):
+        want = sorted(h.read_lines(a / f) + h.read_lines(b / f))
+        assert h.read_lines(t / f) == want, f
+    assert tool(["validate_data_dir.sh", "--no-feats", t]).rc == 0
 
 
 def test_copy_data_dir(tool, dumpdir, tmp_path):
