@@ -93,8 +93,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     import torch
 
     from captionlib.pretrained import PretrainedCaptioner, find_audio_files, format_results
-    from captionlib.utils.fileio import atomic_write_text
+    from captionlib.utils.fileio import atomic_write_text, check_writable
 
+    if args.output != "-":
+        try:
+            check_writable(args.output)  # before the captioning, not after it
+        except ValueError as e:
+            parser.error(f"--output {e}")
     if args.num_threads > 0:
         torch.set_num_threads(args.num_threads)
     fmt = args.format or ("json" if args.output.lower().endswith(".json") else "tsv")

@@ -354,9 +354,10 @@ def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tup
     """Expand files and directories into a list of input files (audio files by default;
     :attr:`PretrainedCaptioner.extensions` gives a packed model's).
 
-    A directory is walked recursively for files whose extension (any case) is in
-    ``extensions``, sorted by path; anything else is kept as given, in order (a missing or
-    unreadable file is reported when it is read).
+    A directory is walked recursively, into linked directories too (each real directory
+    once), for files whose extension (any case) is in ``extensions``, sorted by path;
+    anything else is kept as given, in order (a missing or unreadable file is reported when
+    it is read).
 
     Returns:
         The paths, as strings.
@@ -368,9 +369,14 @@ def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tup
         if not os.path.isdir(item):
             out.append(item)
             continue
-        found = sorted(
-            os.path.join(root, name) for root, _, names in os.walk(item) for name in names if name.lower().endswith(exts)
-        )
+        found, seen = [], set()
+        for root, dirs, names in os.walk(item, followlinks=True):
+            if os.path.realpath(root) in seen:  # a link back up the tree, or a second link to one directory
+                dirs[:] = []
+                continue
+            seen.add(os.path.realpath(root))
+            found += [os.path.join(root, name) for name in names if name.lower().endswith(exts)]
+        found.sort()
         if not found:
             logging.warning("%s: no files with the extensions %s in this directory", item, " ".join(exts))
         out += found

@@ -35,7 +35,7 @@ from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.metrics.scorer import sample_id
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.utils.distributed import get_device
-from captionlib.utils.fileio import atomic_write_text
+from captionlib.utils.fileio import atomic_write_text, check_writable
 
 @torch.no_grad()
 def caption_batch(
@@ -122,7 +122,8 @@ def decode_feats_scp(
         Path of the written text file (``<clip-id> <caption>``, sorted).
 
     Raises:
-        ValueError: for files whose token lists differ (ensemble), a decoding option out of
+        ValueError: ``output_dir/text`` cannot be written (checked first), files whose token
+            lists differ (ensemble), a decoding option out of
             range (see :func:`~captionlib.decode.options.check_decode_options`), or
             features the model cannot take (wrong dimension, NaN/Inf, unreadable; the clip is
             named).
@@ -132,6 +133,7 @@ def decode_feats_scp(
 
     check_decode_options(beam_size, batch_size, max_len, length_penalty, nbest, num_diversity_samples,
                          sample_temperature, sample_top_k)
+    check_writable(Path(output_dir) / "text")  # before the decoding, not after it
     if num_threads > 0:
         torch.set_num_threads(num_threads)
     device = get_device(ngpu)

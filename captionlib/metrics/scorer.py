@@ -42,7 +42,7 @@ from captionlib.metrics.pycoco import java_available, meteor_score, ptb_tokenize
 from captionlib.metrics.rouge import corpus_rouge_l
 from captionlib.metrics.spice import compute_spice, spice_unavailable_reason
 from captionlib.text.cleaner import clean_caption, clean_words
-from captionlib.utils.fileio import atomic_write_text
+from captionlib.utils.fileio import atomic_write_text, check_writable
 
 PRECISION_KEYS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D", "SPICE", "SPIDEr")
 #: Mean CIDEr-D of the sampled captions (``hyp_samples``), seed 001's precision of the samples.
@@ -555,8 +555,10 @@ def score_caption_files(
     Raises:
         ValueError: if a hypothesis clip has no references or a reference clip has no
             hypothesis (naming both files), if the samples or N-best do not cover the same
-            clips (naming the file), or for malformed files.
+            clips (naming the file), or for malformed files; an ``output`` that cannot be
+            written (checked first, before METEOR and SPICE run).
     """
+    check_writable(output)
     refs = read_references(ref_dir)
     hyps = read_hypotheses(hyp)
     text_path = os.path.join(ref_dir, "text")

@@ -83,9 +83,30 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:
-    """Write a UTF-8 text file atomically (see :func:`atomic_open`)."""
+    """Write a UTF-8 text file atomically (see :func:`atomic_open`). File names that are not
+    UTF-8 (held by Python as surrogate escapes) are written back as their original bytes."""
     with atomic_open(path) as f:
-        f.write(text.encode("utf-8"))
+        f.write(text.encode("utf-8", "surrogateescape"))
+
+
+def check_writable(path: PathLike) -> None:
+    """Check, before any long work, that a file can be written at ``path`` (by
+    :func:`atomic_open`: its missing parent directories made): ``path`` is no directory,
+    its nearest existing ancestor is a directory we may write in.
+
+    Raises:
+        ValueError: naming ``path`` and what is in the way.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; expected the path of an output file")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{path}: cannot be written: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{path}: cannot be written: no write permission in {parent}")
 
 
 def atomic_save(obj: Any, path: PathLike) -> None:

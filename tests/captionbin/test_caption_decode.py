@@ -120,6 +120,23 @@ def test_text_nbest(setup):
     assert e.value.code == 2
 
 
+def test_outputs_that_cannot_be_written_are_refused_before_decoding(setup, capsys):
+    """caption_decode used to decode every clip, then fail in a traceback writing text; a missing
+    model file was a traceback too."""
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    (tmp / "a_file").write_text("x")
+    (tmp / "d" / "text").mkdir(parents=True)
+    for out, message in [(tmp / "a_file", "a_file is not a directory"), (tmp / "d", "text: is a directory")]:
+        with pytest.raises(SystemExit) as e:
+            main(["--model_file", a, "--feats_scp", scp, "--output_dir", str(out)])
+        err = capsys.readouterr().err
+        assert e.value.code == 1 and message in err and "decoded" not in err, err
+    with pytest.raises(SystemExit) as e:
+        main(["--model_file", str(tmp / "missing.pth"), "--feats_scp", scp, "--output_dir", str(tmp / "o")])
+    assert e.value.code == 1 and "missing.pth" in capsys.readouterr().err
+
+
 def test_top_k_samples(setup):
     """--sample_top_k 1 samples the greedy caption every time; a K of the whole vocabulary
     draws the same samples as no top-k (the same random draws over the same distribution)."""

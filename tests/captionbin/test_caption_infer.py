@@ -138,6 +138,15 @@ def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, caps
     assert f"{opt} must be >= " in err and f"got {value}" in err and "missing.zip" not in err, err
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_loading(tmp_path, capsys):
+    """caption_infer used to caption every file, then fail in a traceback writing --output."""
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(tmp_path / "missing.zip"), "--output", str(tmp_path), str(tmp_path / "a.wav")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--output {tmp_path}: is a directory" in err and "missing.zip" not in err, err
+
+
 # ------------------------------------------------------------------ image and video models
 @pytest.fixture(scope="module")
 def visual(tmp_path_factory):

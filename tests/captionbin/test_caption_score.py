@@ -120,6 +120,14 @@ def test_clip_mismatch_names_files(files, capsys, case):
     assert ("clotho-evaluation-09999" if case == "extra_hyp" else "clotho-evaluation-00001") in msg
 
 
+def test_an_output_that_cannot_be_written_is_refused_first(files, capsys):
+    """caption_score used to run METEOR (and SPICE) and then fail in a traceback writing --output."""
+    d, dec = files
+    with pytest.raises(SystemExit) as e:
+        main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec), "--metrics", "bleu,meteor"])
+    assert e.value.code == 1 and f"{dec}: is a directory" in capsys.readouterr().err
+
+
 def test_per_clip_json_means_equal_corpus_scores(files):
     d, dec = files
     main(["--ref_dir", str(d), "--hyp", str(dec / "text"), "--output", str(dec / "score.json"),

@@ -180,3 +180,11 @@ def test_find_audio_files(tmp_path):
     got = find_audio_files([tmp_path, "given.m4a"])
     rel = [str(p)[len(str(tmp_path)) + 1:] for p in got[:-1]]
     assert rel == ["a.mp3", "b/1.wav", "b/2.FLAC", "b/x.m4a", "c/d/e.ogg"] and got[-1] == "given.m4a"
+    # linked directories are walked (they were skipped silently), each real directory once
+    other = tmp_path.parent / (tmp_path.name + "_other")
+    (other / "sub").mkdir(parents=True)
+    (other / "sub" / "z.wav").write_bytes(b"")
+    (tmp_path / "more").symlink_to(other)
+    (other / "back").symlink_to(other)  # a cycle
+    rel = [str(p)[len(str(tmp_path)) + 1:] for p in find_audio_files([tmp_path])]
+    assert rel == ["a.mp3", "b/1.wav", "b/2.FLAC", "b/x.m4a", "c/d/e.ogg", "more/sub/z.wav"]
