@@ -9,6 +9,7 @@ lower-case, no punctuation), so the model only ever emits cleaned text.
 
 import logging
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
@@ -20,6 +21,24 @@ from captionlib.text.cleaner import clean_caption
 BLANK = "<blank>"
 UNK = "<unk>"
 SOS_EOS = "<sos/eos>"
+BPE_MODEL = "bpe.model"
+#: sentencepiece's word-boundary mark; the cleaner removes it, so no word token holds it.
+SPM_SPACE = "\u2581"
+
+
+class TokenListOptionError(ValueError):
+    """A :func:`build_token_list` setting that cannot work with these captions.
+
+    The message starts with the setting's name and value (``nbpe 3 is too small: ...``).
+
+    Attributes:
+        option: the name of the setting (``nbpe`` or ``min_count``), for a binary to name
+            its ``--option``.
+    """
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
 
 
 def read_token_list(path: Union[str, Path]) -> List[str]:
@@ -120,26 +139,65 @@ def build_token_list(
         nbpe: sentencepiece vocabulary size (bpe only).
 
     Returns:
-        Path of the written token list.
+        Path of the written token list. A word run also removes a ``bpe.model``/``bpe.vocab``
+        left in ``output_dir`` by an earlier BPE run (with a warning): :func:`load_tokenizer`
+        would otherwise take the word list for BPE pieces.
 
     Raises:
-        ValueError: unknown token_type, or no captions.
+        ValueError: unknown token_type, or no caption with a word left after cleaning.
+        TokenListOptionError: ``min_count`` above the count of every word (an empty
+            vocabulary), or ``nbpe`` below 1 or below the pieces that BPE needs (one per
+            distinct character, plus ``<unk>``).
     """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    if token_type not in ("word", "bpe"):
+        raise ValueError(f"token_type must be word or bpe, got {token_type!r}")
     cleaned = [clean_caption(t) for t in texts]
     cleaned = [t for t in cleaned if t]
     if not cleaned:
-        raise ValueError("no non-empty caption to build a token list from")
+        raise ValueError("no caption has a word left after cleaning (lower-case, punctuation removed)")
+    output_dir = Path(output_dir)
     if token_type == "word":
         counts = Counter(w for t in cleaned for w in t.split())
         vocab = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
         logging.info(
             "word vocabulary: %d of %d words with count >= %d", len(vocab), len(counts), min_count
         )
-    elif token_type == "bpe":
-        train_txt = output_dir / "train_text.txt"
-        train_txt.write_text("\n".join(cleaned) + "\n", encoding="utf-8")
+        if not vocab:
+            top, top_count = min(counts.items(), key=lambda wc: (-wc[1], wc[0]))
+            raise TokenListOptionError(
+                "min_count",
+                f"min_count {min_count} leaves no word in the vocabulary: the most frequent word "
+                f"({top!r}) occurs {top_count} times; use at most {top_count}",
+            )
+        output_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        vocab = _train_bpe(cleaned, output_dir, nbpe)
+        logging.info("BPE inventory: %d pieces", len(vocab))
+    out = output_dir / "tokens.txt"
+    tmp = out.with_suffix(".txt.tmp")
+    tmp.write_text("\n".join([BLANK, UNK] + vocab + [SOS_EOS]) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    if token_type == "word":
+        for stale in (output_dir / BPE_MODEL, output_dir / "bpe.vocab"):
+            if stale.exists():
+                stale.unlink()
+                logging.warning("removed %s of an earlier BPE run: it does not belong to the word list %s", stale, out)
+    return out
+
+
+def _train_bpe(cleaned: List[str], output_dir: Path, nbpe: int) -> List[str]:
+    """Train sentencepiece BPE of ``nbpe`` pieces on the cleaned captions into
+    ``output_dir/bpe.model`` and return its pieces but ``<unk>`` (see :func:`build_token_list`).
+
+    Raises:
+        TokenListOptionError: ``nbpe`` below 1 or below what BPE needs for these captions.
+    """
+    if nbpe < 1:
+        raise TokenListOptionError("nbpe", f"nbpe {nbpe} is too small: it must be >= 1")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    train_txt = output_dir / "train_text.txt"
+    train_txt.write_text("\n".join(cleaned) + "\n", encoding="utf-8")
+    try:
         spm.SentencePieceTrainer.train(
             input=str(train_txt),
             model_prefix=str(output_dir / "bpe"),
@@ -153,20 +211,59 @@ def build_token_list(
             hard_vocab_limit=False,
             minloglevel=2,
         )
-        sp = spm.SentencePieceProcessor(model_file=str(output_dir / "bpe.model"))
-        vocab = [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())]
-        logging.info("BPE inventory: %d pieces", len(vocab))
-    else:
-        raise ValueError(f"token_type must be word or bpe, got {token_type!r}")
-    out = output_dir / "tokens.txt"
-    tmp = out.with_suffix(".txt.tmp")
-    tmp.write_text("\n".join([BLANK, UNK] + vocab + [SOS_EOS]) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    except RuntimeError as e:  # sentencepiece's own checks; say which setting to change
+        msg = " ".join(str(e).split())
+        m = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
+        if m:
+            raise TokenListOptionError(
+                "nbpe",
+                f"nbpe {nbpe} is too small: BPE needs at least {m[2]} pieces for these captions (one per "
+                f"distinct character, plus {UNK})",
+            ) from None
+        raise TokenListOptionError("nbpe", f"nbpe {nbpe}: sentencepiece BPE training failed: {msg}") from None
+    sp = spm.SentencePieceProcessor(model_file=str(output_dir / BPE_MODEL))
+    return [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())]
 
 
 def load_tokenizer(token_list: Union[str, Path]) -> Tokenizer:
-    """Load a :class:`Tokenizer` from ``tokens.txt`` (uses ``bpe.model`` beside it if present)."""
+    """Load a :class:`Tokenizer` from ``tokens.txt`` (uses ``bpe.model`` beside it if present).
+
+    The two must belong together, as :func:`build_token_list` writes them: with a
+    ``bpe.model`` the tokens between ``<unk>`` and ``<sos/eos>`` are exactly its pieces;
+    without one no token holds sentencepiece's word mark (a BPE list whose model is gone).
+
+    Raises:
+        ValueError: as :func:`read_token_list`; a ``bpe.model`` that sentencepiece cannot
+            load; a token list and ``bpe.model`` that do not belong together (naming both);
+            a BPE token list without its ``bpe.model``.
+    """
     token_list = Path(token_list)
-    bpemodel = token_list.parent / "bpe.model"
-    return Tokenizer(read_token_list(token_list), str(bpemodel) if bpemodel.exists() else None)
+    tokens = read_token_list(token_list)
+    bpemodel = token_list.parent / BPE_MODEL
+    if not bpemodel.exists():
+        bpe_like = [t for t in tokens if t.startswith(SPM_SPACE)]
+        if bpe_like:
+            raise ValueError(
+                f"{token_list}: {len(bpe_like)} tokens are BPE pieces (e.g. {bpe_like[0]!r}) but there is no "
+                f"{bpemodel}; rerun caption_tokenize --token_type bpe into this directory"
+            )
+        return Tokenizer(tokens)
+    try:
+        tokenizer = Tokenizer(tokens, str(bpemodel))
+    except (RuntimeError, OSError) as e:
+        raise ValueError(f"{bpemodel}: not a sentencepiece model ({' '.join(str(e).split())})") from None
+    sp = tokenizer._sp
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not sp.is_unknown(i)]
+    middle = tokens[2:-1]
+    piece_set = set(pieces)
+    not_pieces = [t for t in middle if t not in piece_set]
+    missing = [p for p in pieces if p not in tokenizer.token2id]
+    if not_pieces or missing:
+        shown = f" (e.g. {not_pieces[0]!r} on line {tokens.index(not_pieces[0]) + 1})" if not_pieces else ""
+        raise ValueError(
+            f"{token_list} and {bpemodel} do not belong together: {len(not_pieces)} of the {len(middle)} tokens "
+            f"are not pieces of the BPE model{shown} and {len(missing)} of its {len(pieces)} pieces are not in "
+            f"the token list (a word token list with a stale bpe.model beside it?); rerun caption_tokenize "
+            f"into this directory, or remove {bpemodel} if the list is a word list"
+        )
+    return tokenizer
