@@ -37,10 +37,12 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
     from captionlib.metrics.cider_d import compute_cider_df
+    from captionlib.utils.fileio import check_writable
 
     try:
+        check_writable(args.output)
         compute_cider_df(text=args.text, output=args.output, utt2spk=args.utt2spk, n=args.n)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)
         sys.exit(1)
 

@@ -32,10 +32,12 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
     from captionlib.io.stats import compute_feats_stats
+    from captionlib.utils.fileio import check_writable
 
     try:
+        check_writable(args.output)
         compute_feats_stats(feats_scp=args.feats_scp, output=args.output)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, OSError, KeyError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)
         sys.exit(1)
 

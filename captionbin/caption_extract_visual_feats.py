@@ -65,7 +65,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(get_parser(), cmd, REQUIRED)
     from captionlib.visual.extract import extract_visual_feats
 
-    run_shard_job(extract_visual_feats, args, (ValueError, FileNotFoundError, RuntimeError))
+    run_shard_job(extract_visual_feats, args, (ValueError, OSError, RuntimeError))
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         parser.error("--audio_root is for --wav_scp")
     from captionlib.io.importers import import_feats
 
-    run_shard_job(import_feats, args, (ValueError, FileNotFoundError, KeyError))
+    run_shard_job(import_feats, args, (ValueError, OSError, KeyError))
 
 
 if __name__ == "__main__":

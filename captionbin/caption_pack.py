@@ -111,8 +111,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(get_parser(), cmd, REQUIRED)
     from captionbin.caption_decode import get_parser as decode_parser
     from captionlib.pretrained import audio_sample_rates, pack_model
+    from captionlib.utils.fileio import check_writable
 
     try:
+        check_writable(args.output)
         feats_config = _feats_config(args.feats_type, args.feats_config, args.media_type)
         decode_config = None
         if args.decode_config is not None or args.decode_args:
@@ -134,7 +136,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
             recipe=args.recipe or os.path.basename(os.getcwd()), trust_pickle=args.trust_pickle,
         )
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)
         sys.exit(1)
 

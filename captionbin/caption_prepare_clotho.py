@@ -16,6 +16,7 @@ Usage:
 """
 
 import logging
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -48,13 +49,15 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
     from captionlib.corpora.clotho import ClothoPrepError, prepare_clotho
+    from captionlib.utils.fileio import check_writable
 
     try:
+        check_writable(os.path.join(args.output_dir, "text"))
         prepare_clotho(
             clotho_root=args.clotho_root, split=args.split, output_dir=args.output_dir, skip_bad=args.skip_bad,
             id_prefix=args.id_prefix,
         )
-    except ClothoPrepError as e:
+    except (ClothoPrepError, ValueError, OSError) as e:  # OSError: a directory given as a CSV file
         logging.error("%s", e)
         sys.exit(1)
 

@@ -41,11 +41,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run the binary; ``cmd`` defaults to ``sys.argv[1:]``. Bad input exits 1 naming the file."""
     args = parse_args(get_parser(), cmd)
     from captionlib.report.results import parse_compare, write_results
+    from captionlib.utils.fileio import check_writable
 
     try:
+        check_writable(args.output)
         write_results(exp_dir=args.exp_dir, output=args.output, command=args.command,
                       compare=[parse_compare(c) for c in args.compare])
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)
         sys.exit(1)
 

@@ -80,7 +80,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
             hyp_samples=args.hyp_samples, hyp_nbest=args.hyp_nbest, spice=spice, java=args.java,
         )
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)
         sys.exit(1)
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from captionlib.io.datadir import PathLike, read_scp, write_lines_atomic, write_scp
 from captionlib.utils.cli import str_or_none
+from captionlib.utils.fileio import check_writable
 
 # h5py is imported where an HDF5 file is opened: the binaries' parsers import this module,
 # and their --help must not pay for h5py (tests/captionbin/test_caption_export_cnn.py).
@@ -267,17 +268,20 @@ def add_shard_arguments(parser, log_interval: int = 100) -> None:
     )
 
 
-def run_shard_job(func, args, errors=(ValueError, FileNotFoundError)) -> Dict[str, int]:
+def run_shard_job(func, args, errors=(ValueError, OSError)) -> Dict[str, int]:
     """Call ``func(**options)`` with the parsed options of a shard binary (less ``config``,
     ``print_config``, ``log_level``); log an error of a type in ``errors`` and exit with status 1.
+    The shard's files are checked to be writable first (``out_prefix``), before any work.
 
     Returns:
         what ``func`` returns (``{clip_id: frames}``).
     """
     kwargs = {k: v for k, v in vars(args).items() if k not in ("config", "print_config", "log_level")}
     try:
+        if kwargs.get("out_prefix"):
+            check_writable(os.fspath(kwargs["out_prefix"]) + ".scp")
         return func(**kwargs)
-    except errors as e:
+    except (ValueError,) + tuple(errors) as e:
         logging.error("%s", e.args[0] if isinstance(e, KeyError) and e.args else e)
         sys.exit(1)
 
