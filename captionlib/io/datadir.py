@@ -39,9 +39,14 @@ def sort_key_c(key: str) -> bytes:
 
 
 def _iter_lines(path: PathLike):
-    """Yield ``(line_number, line)`` with the newline removed; decoding errors name the file."""
+    """Yield ``(line_number, line)`` with the newline removed; decoding errors name the file,
+    and so does a UTF-8 byte-order mark (an editor's, which would become part of the first
+    id: a clip of its own, silently, as Kaldi's tools would read it)."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raise ValueError(f"{path}:1: starts with a UTF-8 byte-order mark, which Kaldi-style files do not "
+                                 f"have; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' {path}")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -641,7 +641,8 @@ def read_clip_references(text: str, utt2spk: Optional[str] = None) -> Dict[str, 
 
     Raises:
         ValueError: for malformed lines (file and line named), a caption id missing from
-            ``utt2spk``, or a caption id not of the form ``<clip-id>-<k>`` without utt2spk.
+            ``utt2spk``, a caption id not of the form ``<clip-id>-<k>`` without utt2spk, or a
+            caption without a word after cleaning (only punctuation).
     """
     from captionlib.io.datadir import read_text, read_utt2spk
     from captionlib.text.cleaner import clean_words
@@ -663,7 +664,10 @@ def read_clip_references(text: str, utt2spk: Optional[str] = None) -> Dict[str, 
                 raise ValueError(
                     f"{text}: caption id {utt!r} is not <clip-id>-<k> and there is no utt2spk"
                 )
-        refs.setdefault(clip, []).append(clean_words(caption))
+        words = clean_words(caption)
+        if not words:  # caption_prepare_* and caption_score refuse one too: it would count as a document
+            raise ValueError(f"{text}: caption {utt!r} has no word left after cleaning: {caption!r}")
+        refs.setdefault(clip, []).append(words)
     return refs
 
 

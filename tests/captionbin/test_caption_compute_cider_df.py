@@ -58,3 +58,22 @@ def test_bad_caption_id_without_utt2spk(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["--text", str(d / "text"), "--output", str(tmp_path / "o.npz")])
     assert e.value.code == 1
+
+
+@pytest.mark.parametrize("case, message", [
+    ("bom", "text:1: starts with a UTF-8 byte-order mark"),
+    ("punctuation", "caption 'clotho-development-00002-2' has no word left after cleaning"),
+])
+def test_references_that_would_change_every_idf_are_refused(tmp_path, capsys, case, message):
+    """A byte-order mark made the first caption a clip of its own (17 documents instead of 16)
+    and a punctuation-only caption counted as a reference: both changed every idf silently."""
+    d, _ = _data_dir(tmp_path, with_utt2spk=False)
+    raw = (d / "text").read_bytes()
+    if case == "bom":
+        (d / "text").write_bytes(b"\xef\xbb\xbf" + raw)
+    else:
+        (d / "text").write_bytes(raw.replace(b"Heavy rain; a dog barks.", b"...!"))
+    with pytest.raises(SystemExit) as e:
+        main(["--text", str(d / "text"), "--output", str(tmp_path / "o.npz")])
+    assert e.value.code == 1 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.npz").exists()
