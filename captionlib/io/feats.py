@@ -309,8 +309,9 @@ class FeatReader:
     Raises:
         ValueError: malformed scp (``"<file>:<line>: ..."``, from :func:`read_scp`); on
             reading, features that cannot be read (a truncated ark: the scp, clip and
-            location are named), that hold NaN/Inf (the clip and frame are named), or whose
-            dimension is not ``dim`` (the clip and shape are named).
+            location are named), that are not numbers, that hold NaN/Inf (the clip and
+            frame are named), that are no matrix of at least one frame, or whose dimension
+            is not ``dim`` (the clip and shape are named).
         KeyError: unknown clip id.
 
     Example:
@@ -354,9 +355,15 @@ class FeatReader:
             except Exception as e:  # a truncated or overwritten ark
                 raise ValueError(f"{self.feats_scp}: clip {key}: cannot read features at {value} "
                                  f"({type(e).__name__}: {e})") from e
-        arr = np.asarray(arr, dtype=np.float32)
-        if self.dim is not None and (arr.ndim != 2 or arr.shape[1] != self.dim):
-            raise ValueError(f"{self.feats_scp}: clip {key} has features of shape {arr.shape}, expected (frames, {self.dim})")
+        try:
+            arr = np.asarray(arr, dtype=np.float32)
+        except (ValueError, TypeError) as e:  # e.g. an HDF5 dataset of strings
+            raise ValueError(f"{self.feats_scp}: clip {key}: the features at {value} are not numbers ({e})") from None
+        if arr.ndim != 2 or (self.dim is not None and arr.shape[1] != self.dim):
+            raise ValueError(f"{self.feats_scp}: clip {key} has features of shape {arr.shape}, expected "
+                             f"(frames, {self.dim or 'dim'})")
+        if arr.shape[0] == 0:
+            raise ValueError(f"{self.feats_scp}: clip {key} has 0 frames of features at {value}")
         try:
             _check_finite(key, arr)
         except ValueError as e:

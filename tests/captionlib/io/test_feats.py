@@ -160,3 +160,21 @@ def test_reader_reopens_after_fork_and_pickle(tmp_path, filetype):
     clone = pickle.loads(pickle.dumps(reader))
     assert clone._h5 == {} and clone._ark == {}
     np.testing.assert_array_equal(clone["a"], feats["a"])
+
+
+@pytest.mark.parametrize("data, message", [
+    (np.zeros(5, np.float32), r"clip a has features of shape \(5,\), expected \(frames, dim\)"),
+    (np.zeros((2, 3, 4), np.float32), r"clip a has features of shape \(2, 3, 4\), expected \(frames, dim\)"),
+    (np.zeros((0, 4), np.float32), "clip a has 0 frames of features"),
+    (np.array([b"x", b"y"]), "clip a: the features at .* are not numbers"),
+])
+def test_reader_refuses_what_is_no_feature_matrix_naming_the_clip(tmp_path, data, message):
+    """caption_compute_stats failed with an IndexError traceback on a 1-D dataset, with numpy's
+    broadcasting message on a 3-D one, and caption_decode captioned a clip of 0 frames."""
+    import h5py
+
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["a"] = data
+    (tmp_path / "feats.scp").write_text(f"a {tmp_path / 'f.h5'}:a\n")
+    with pytest.raises(ValueError, match=message):
+        FeatReader(str(tmp_path / "feats.scp"))["a"]
