@@ -158,8 +158,10 @@ class LogMel:
             float32 array ``(frames, n_mels)`` with ``frames = 1 + samples // hop``.
 
         Raises:
-            ValueError: empty or non-1-D ``wave``, window longer than ``n_fft``, or with
-                ``pad_mode="reflect"`` a wave of at most ``n_fft // 2`` samples.
+            ValueError: empty or non-1-D ``wave``, a wave shorter than one analysis window
+                (``win_length_s``: no frame would see a whole window of audio; e.g. a
+                1-sample file), window longer than ``n_fft``, or with ``pad_mode="reflect"`` a
+                wave of at most ``n_fft // 2`` samples.
         """
         x = np.asarray(wave)
         if x.ndim != 1:
@@ -170,6 +172,9 @@ class LogMel:
         if self.pad_mode == "reflect" and x.size <= self.n_fft // 2:
             raise ValueError(f"a wave of {x.size} samples is too short for pad_mode reflect "
                              f"(needs more than n_fft // 2 = {self.n_fft // 2})")
+        if x.size < win:
+            raise ValueError(f"a wave of {x.size} samples ({x.size / fs:.4f} s) is shorter than one analysis window "
+                             f"({win} samples, win_length_s {self.win_length_s})")
         xt = torch.from_numpy(np.ascontiguousarray(x, dtype=self.dtype))
         spec = torch.stft(
             xt,

@@ -113,3 +113,11 @@ def test_mel_bands_without_energy_are_refused(options, fs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         lm = LogMel(**options)
         lm(np.random.default_rng(0).standard_normal(fs), fs)
+
+
+def test_a_wave_shorter_than_one_window_is_refused():
+    """A 1-sample file gave one frame at the log floor (exit 0), and caption_infer captioned it."""
+    for n in (1, 881):  # one window of 0.02 s is 882 samples at 44.1 kHz
+        with pytest.raises(ValueError, match=f"a wave of {n} samples .* is shorter than one analysis window"):
+            LogMel(win_length_s=0.02)(np.ones(n), 44100)
+    assert LogMel(win_length_s=0.02)(np.ones(882), 44100).shape[0] == 1 + 882 // 882
