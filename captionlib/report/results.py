@@ -324,7 +324,8 @@ def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
     of a row by seed.
 
     Raises:
-        ValueError: from :func:`seed_group`.
+        ValueError: from :func:`seed_group`; two runs of one row with the same seed
+            (``_seed1`` and ``_seed01``), naming both.
     """
     groups: Dict[tuple, List[ScoreRow]] = {}
     for r in rows:
@@ -334,6 +335,10 @@ def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
     out = []
     for (name, _, tag, test_set), runs in groups.items():
         runs = sorted(runs, key=lambda r: (seed_group(r.model)[1] or 0, r.model))
+        for a, b in zip(runs, runs[1:]):
+            if seed_group(a.model)[1] is not None and seed_group(a.model)[1] == seed_group(b.model)[1]:
+                raise ValueError(f"{a.model} and {b.model} are two runs of seed {seed_group(a.model)[1]}: "
+                                 "one row would count them as two seeds; rename or remove one")
         model = runs[0].model if len(runs) == 1 else name
         out.append(TableRow(model=model, decode_tag=tag, test_set=test_set, runs=runs))
     out.sort(key=lambda t: (t.model, t.decode_tag, t.test_set))

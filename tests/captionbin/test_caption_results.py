@@ -1,6 +1,7 @@
 """Tests of captionbin.caption_results and captionlib.report.results on fabricated score files."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -252,6 +253,15 @@ def test_seed_rows_are_merged(tmp_path):
     prior = table[("corpus_prior", "evaluation")]
     assert prior["seeds"] == "1" and prior["SPICE"] == "skipped" and prior["paper"] == "most frequent training caption"
     assert prior["CIDEr-D"] == "0.457"
+
+
+def test_two_runs_of_one_seed_are_refused(tmp_path):
+    """xe_a_seed1 and xe_a_seed01 both parse as seed 1: merged, the row said 'seeds 2'."""
+    exp = tmp_path / "exp"
+    _run_tree(exp, seeds=(1,))
+    shutil.copytree(exp / f"{XE}_seed1", exp / f"{XE}_seed01")
+    with pytest.raises(ValueError, match=f"{XE}_seed01 and {XE}_seed1 are two runs of seed 1"):
+        format_results(collect_scores(exp))
 
 
 def test_single_seed_rows_keep_their_names(tmp_path):
