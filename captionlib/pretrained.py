@@ -228,7 +228,7 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
         TOKENS: "".join(t + "\n" for t in obj["token_list"]).encode("utf-8"),
         FEATS_CONFIG: yaml.safe_dump(dict(feats_config), sort_keys=False).encode("utf-8"),
         **members,
-        FEATS_STATS: Path(feats_stats).read_bytes(),
+        FEATS_STATS: _feats_stats_npz(feats_stats, dim),
         CIDER_DF: _cider_df_npz(cider_df, trust_pickle),
     }
     if obj.get("bpe_proto") is not None:
@@ -275,6 +275,25 @@ def _visual_members(feats_config: Mapping[str, Any], dim: int, model_file: str
         raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config's CNN ({cnn}, "
                          f"output {feats_config.get('output')}) gives {got}")
     return members, extra
+
+
+def _feats_stats_npz(path: PathLike, dim: int) -> bytes:
+    """The bytes of ``feats_stats.npz`` once it has loaded (no pickles) with ``mean`` and
+    ``std`` of the model's input dimension ``dim``.
+
+    Raises:
+        ValueError: naming ``path``: not such an ``.npz`` (any file was packed before).
+    """
+    from captionlib.train.common import load_feats_stats
+
+    try:
+        stats = load_feats_stats(os.fspath(path))
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a feats_stats.npz of caption_compute_stats ({e})") from None
+    if stats["mean"].shape != (dim,) or stats["std"].shape != (dim,):
+        raise ValueError(f"{path}: mean/std of shape {stats['mean'].shape}/{stats['std'].shape}, the model takes "
+                         f"{dim}-d features")
+    return Path(path).read_bytes()
 
 
 def _cider_df_npz(path: PathLike, trust_pickle: bool = False) -> bytes:

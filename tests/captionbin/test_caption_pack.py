@@ -48,6 +48,23 @@ def test_missing_input_fails_naming_it(tmp_path, capsys):
     assert "df.pkl: no such file" in capsys.readouterr().err
 
 
+def test_feats_stats_must_be_the_models(tmp_path, capsys):
+    """Any file given as --feats_stats was packed (a YAML file too); caption_infer failed later."""
+    import numpy as np
+
+    recipe = make_recipe(tmp_path / "r")
+    (tmp_path / "stats.yaml").write_text("mean: 0\n")
+    np.savez(tmp_path / "stats.npz", mean=np.zeros(3), std=np.ones(3))
+    for stats, message in [("stats.yaml", "stats.yaml: not a feats_stats.npz of caption_compute_stats"),
+                           ("stats.npz", "stats.npz: mean/std of shape (3,)/(3,), the model takes")]:
+        args = pack_args(recipe, tmp_path / "p.zip")
+        args[args.index("--feats_stats") + 1] = str(tmp_path / stats)
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        assert e.value.code == 1 and message in capsys.readouterr().err
+        assert not (tmp_path / "p.zip").exists()
+
+
 @pytest.mark.parametrize("media_type", ["image", "video"])
 def test_pack_visual_model(tmp_path, media_type):
     """feats_type cnn: the resolved caption_extract_visual_feats config with feats_type and
