@@ -40,7 +40,7 @@ REQUIRED = ("model_file", "feats_config", "feats_stats", "cider_df", "output")
 # out of the packed feature config
 JOB_OPTIONS = ("wav_scp", "media_scp", "out_prefix", "filetype", "write_num_frames", "log_interval", "num_threads",
                "log_level")
-FEATS_TYPES = ("logmel", "cnn")
+FEATS_TYPES = ("logmel", "pretrained", "cnn")
 
 
 def get_parser():
@@ -50,7 +50,9 @@ def get_parser():
     parser.add_argument("--train_config", type=str_or_none, default=None,
                         help="resolved training config (default: config.yaml beside --model_file)")
     parser.add_argument("--feats_type", default="logmel", choices=FEATS_TYPES,
-                        help="logmel: audio (caption_dump_feats); cnn: images or videos (caption_extract_visual_feats)")
+                        help="logmel: audio (caption_dump_feats); pretrained: audio through a frozen encoder "
+                             "(caption_dump_feats; its checkpoint is packed); cnn: images or videos "
+                             "(caption_extract_visual_feats)")
     parser.add_argument("--feats_config", default=None,
                         help="(required) feature config of caption_dump_feats (logmel) or "
                              "caption_extract_visual_feats (cnn)")

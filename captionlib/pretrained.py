@@ -21,6 +21,8 @@ member                    content
                           --print_config`` with ``feats_type: cnn`` and the ``media_type``
                           (``image`` or ``video``) of the training data
 ``cnn.pt2``               ``cnn: exported`` only: the ``torch.export`` backbone file, copied
+``encoder.pth``           ``feats_type: pretrained`` only: the frozen audio encoder's checkpoint
+                          (the features config's ``pretrained``), copied
 ``feats_stats.npz``       the global mean/std of the train features (also in the model's buffers)
 ``cider_df.npz``          the CIDEr-D document frequencies of the train references
                           (``cider_df.pkl``, a pickle, in archives of older versions)
@@ -34,6 +36,8 @@ of the recipe gets the caption of stage 8:
 
 * ``logmel``: :func:`captionlib.audio.io.load_audio` and :class:`captionlib.audio.features.LogMel`
   with the packed options;
+* ``pretrained``: the same, then the frozen encoder of ``encoder.pth``, loaded strictly
+  (:mod:`captionlib.models.encoder_feats`: nothing in the file is run);
 * ``cnn``: :func:`captionlib.visual.media.load_image_tensor` (``media_type: image``) or
   :func:`captionlib.visual.media.load_video_tensor` (``video``; animated GIFs too) and
   :func:`captionlib.visual.cnn.cnn_features`, on the CPU, with the packed backbone:
@@ -60,7 +64,7 @@ import subprocess
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import yaml
@@ -92,6 +96,7 @@ VISUAL_KEYS = ("media_type", "cnn", "cnn_weights", "output", "image_size", "num_
 #: keys of such a config added later, with the value that archives made before them mean
 VISUAL_DEFAULTS = {"temporal_pool": "none"}
 CNN_MEMBER = "cnn.pt2"  # the torch.export backbone of a feature config with cnn: exported
+ENCODER_MEMBER = "encoder.pth"  # the frozen audio encoder of a feature config with feats_type: pretrained
 # File extensions caption_infer looks for in directories, per media type of the model (a GIF
 # animation is a video to a video model, load_video_tensor decodes it; an image model reads its first frame).
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "bmp", "gif", "tif", "tiff", "webp", "ppm", "pgm")
@@ -216,9 +221,12 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
     extra: Dict[str, Any] = {}
     if feats_type == "cnn":
         members, extra = _visual_members(feats_config, dim, str(model_file))
+    elif feats_type == "pretrained":
+        members = _encoder_members(feats_config, dim, str(model_file))
     elif feats_type != "logmel":
         raise ValueError(f"{model_file}: feats_type {feats_type!r} cannot be packed: caption_infer computes "
-                         "logmel (audio) or cnn (image/video) features, not features made elsewhere (import)")
+                         "logmel or pretrained (audio) or cnn (image/video) features, not features made elsewhere "
+                         "(import)")
     elif int(feats_config.get("n_mels", dim)) != dim:
         raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config has "
                          f"n_mels {feats_config.get('n_mels')}")
@@ -237,6 +245,34 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
         dec = {k: decode_config[k] for k in DECODE_DEFAULTS if k in decode_config}
         members[DECODE_CONFIG] = yaml.safe_dump(dec, sort_keys=False).encode("utf-8")
     return members, extra
+
+
+def _encoder_members(feats_config: Mapping[str, Any], dim: int, model_file: str) -> Dict[str, bytes]:
+    """``{encoder.pth: bytes}`` of a ``feats_type: pretrained`` feature config: its
+    ``pretrained`` checkpoint, once it has loaded strictly into its ``encoder`` with the
+    config's front end and the encoder's outputs have the model's input dimension ``dim``.
+
+    Raises:
+        FileNotFoundError: no checkpoint file; ValueError: naming ``model_file`` or the
+            checkpoint: no encoder/checkpoint in the config, or the loader's errors.
+    """
+    encoder, checkpoint = feats_config.get("encoder"), feats_config.get("pretrained")
+    if not encoder or not checkpoint:
+        raise ValueError(f"{model_file}: the feature config has feats_type pretrained but no encoder and pretrained")
+    module = _frozen_encoder(feats_config, checkpoint)
+    if module.output_size != dim:
+        raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config's encoder ({encoder}) "
+                         f"gives {module.output_size}")
+    return {ENCODER_MEMBER: Path(checkpoint).read_bytes()}
+
+
+def _frozen_encoder(feats_config: Mapping[str, Any], checkpoint: PathLike):
+    """The frozen encoder of a ``feats_type: pretrained`` feature config, from ``checkpoint``
+    (see :func:`captionlib.models.encoder_feats.frozen_encoder`)."""
+    from captionlib.models.encoder_feats import frozen_encoder
+
+    return frozen_encoder(feats_config["encoder"], os.fspath(checkpoint), dict(feats_config),
+                          feats_config.get("classes_num", 527))
 
 
 def _visual_members(feats_config: Mapping[str, Any], dim: int, model_file: str
@@ -478,6 +514,9 @@ class AudioFrontEnd:
     feature config has ``fs: null`` and all training audio had one sample rate, audio at another
     rate is resampled to it.
 
+    With ``transform`` (``feats_type: pretrained``: a frozen encoder's frame outputs, see
+    :func:`captionlib.models.encoder_feats.frame_outputs`) its output of the log-mel is the feature.
+
     Attributes:
         extractor: the LogMel; sample_rate: the rate in Hz audio is resampled to, or ``None``
             (each file's own); media: ``"audio"``; extensions: :data:`AUDIO_EXTENSIONS`.
@@ -487,9 +526,10 @@ class AudioFrontEnd:
     extensions = AUDIO_EXTENSIONS
 
     def __init__(self, feats_config: Mapping[str, Any], train_sample_rates: Mapping[str, int],
-                 name: str = "packed model"):
+                 name: str = "packed model", transform: Optional[Callable[[np.ndarray], np.ndarray]] = None):
         from captionlib.audio.features import LogMel
 
+        self.transform = transform
         self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
         rates = sorted(int(r) for r in train_sample_rates)
         self.sample_rate: Optional[int] = feats_config.get("fs")
@@ -514,7 +554,8 @@ class AudioFrontEnd:
 
         wave, rate = load_audio(path, fs=self.sample_rate)
         try:
-            return self.extractor(wave, rate)
+            feats = self.extractor(wave, rate)
+            return feats if self.transform is None else self.transform(feats)
         except ValueError as e:
             raise ValueError(f"{os.fspath(path)}: {e}") from None
 
@@ -631,6 +672,29 @@ class VisualFrontEnd:
         return int(cnn_features(self.backbone, torch.zeros(1, 3, self.image_size, self.image_size)).shape[-1])
 
 
+def _packed_encoder(feats_config: Mapping[str, Any], data: Optional[bytes], name: str):
+    """The frame-output function (:func:`captionlib.models.encoder_feats.frame_outputs`) of the
+    frozen encoder packed as ``encoder.pth`` (``data``), loaded strictly (read without running
+    code from it) through a temporary file.
+
+    Raises:
+        ValueError: naming ``name``: no ``encoder.pth`` in the archive, or the loader's errors.
+    """
+    import tempfile
+
+    from captionlib.models.encoder_feats import frame_outputs
+
+    if data is None:
+        raise ValueError(f"{name}: feats_type pretrained but no {ENCODER_MEMBER} in the archive")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ENCODER_MEMBER
+        path.write_bytes(data)
+        try:
+            return frame_outputs(_frozen_encoder(feats_config, path))
+        except ValueError as e:
+            raise ValueError(f"{name}: {ENCODER_MEMBER}: {e}") from None
+
+
 def _load_exported_bytes(data: bytes, name: str):
     """:func:`captionlib.visual.cnn.load_exported` of a ``.pt2`` held in memory (written to a
     temporary file, removed after loading).
@@ -687,16 +751,20 @@ class PretrainedCaptioner:
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
         feats_type = feats_config.get("feats_type", "logmel")
-        if feats_type == "logmel":
-            self.front_end: Any = AudioFrontEnd(feats_config, manifest.get("train_sample_rates") or {}, name)
+        if feats_type in ("logmel", "pretrained"):
+            transform = None
+            if feats_type == "pretrained":
+                transform = _packed_encoder(feats_config, (members or {}).get(ENCODER_MEMBER), name)
+            self.front_end: Any = AudioFrontEnd(feats_config, manifest.get("train_sample_rates") or {}, name,
+                                                transform)
         elif feats_type == "cnn":
             weights = None
             if feats_config.get("cnn") in TORCHVISION_NAMES:
                 weights = find_cnn_weights(feats_config, manifest, cnn_weights, name)
             self.front_end = VisualFrontEnd(feats_config, (members or {}).get(CNN_MEMBER), weights, name)
         else:
-            raise ValueError(f"{name}: feats_type {feats_type!r}: packed models caption audio (logmel) or image "
-                             "and video files (cnn)")
+            raise ValueError(f"{name}: feats_type {feats_type!r}: packed models caption audio (logmel, pretrained) "
+                             "or image and video files (cnn)")
         self.media, self.extensions = self.front_end.media, self.front_end.extensions
         self.sample_rate: Optional[int] = getattr(self.front_end, "sample_rate", None)
 

@@ -106,7 +106,7 @@ Stages:
     1: data prep (local/data.sh)
     2: feature dump   3: token list (+ Word2Vec)   4: statistics (CMVN, CIDEr-D df)   5: XE training
     6: RL fine-tuning   7: checkpoint averaging   8: decoding (+ samples, ensemble)   9: scoring, RESULTS.md
-    10: pack each model dir's inference model into <model_dir>/packed/<model stem>.zip (caption_pack; logmel and
+    10: pack each model dir's inference model into <model_dir>/packed/<model stem>.zip (caption_pack; logmel, pretrained and
         cnn features, not import), for captionbin.caption_infer on audio, image or video files
 
 Options:
@@ -690,13 +690,13 @@ else
 fi
 
 if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
-    if [ "${feats_type}" = import ] || [ "${feats_type}" = pretrained ]; then
-        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel) and on images and videos (feats_type cnn), this run has feats_type ${feats_type} (features made by another model)"
+    if [ "${feats_type}" = import ]; then
+        log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel, pretrained) and on images and videos (feats_type cnn), this run has feats_type import (features made elsewhere)"
     else
         # what caption_pack needs to compute stage 2's features: the sample rates of the training
         # audio, or the media type of the training data dir (as scripts/dump_feats.sh picks it)
-        if [ "${feats_type}" = logmel ]; then
-            _front=(--feats_type logmel --train_wav_scp "data/${train_set}/wav.scp")
+        if [ "${feats_type}" = logmel ] || [ "${feats_type}" = pretrained ]; then
+            _front=(--feats_type "${feats_type}" --train_wav_scp "data/${train_set}/wav.scp")
         elif [ -f "data/${train_set}/video.scp" ]; then
             _front=(--feats_type cnn --media_type video)
         else

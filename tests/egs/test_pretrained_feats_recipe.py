@@ -1,7 +1,8 @@
 """egs/mini_clotho with --feats_type pretrained: stage 2 stores a frozen pretrained encoder's frame
 outputs (CNN10 in the authors' checkpoint layout, random weights), and XE (encoder linear +
 Transformer decoder, as the DCASE 2024 baseline trains on its precomputed ConvNeXt frames), SCST,
-decoding and scoring run on them; stage 10 says why it packs nothing. Its own module, so that
+decoding and scoring run on them; stage 10 packs the encoder's checkpoint with the model, and
+caption_infer on the recipe's audio files gives stage 8's captions. Its own module, so that
 pytest-xdist runs it beside the mini_clotho run of test_recipes.py."""
 
 import json
@@ -11,7 +12,7 @@ import torch
 import yaml
 
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
-from test_recipes import GENERATED, ROOT, _run
+from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 
 def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):
@@ -42,4 +43,5 @@ def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):
         decode = next(model.glob("decode_*/evaluation"))
         assert (decode / "text").read_text().strip()
         assert json.loads((decode / "score.json").read_text())["CIDEr-D"] >= 0
-    assert "Stage 10: skipped" in out and "feats_type pretrained" in out
+    assert "Stage 10: Pack" in out and "Stage 10: skipped" not in out
+    _assert_caption_infer_gives_stage8(d, xe, tmp_path)
