@@ -14,14 +14,15 @@ Usage:
         --out_prefix dump/logmel/development/feats.3
     python -m captionbin.caption_dump_feats --wav_scp data/validation/wav.scp \\
         --filetype hdf5 --out_prefix /tmp/feats.1 --n_mels 64 --fs 16000
-    python -m captionbin.caption_dump_feats --config conf/feats_pretrained_convnext.yaml \
+    python -m captionbin.caption_dump_feats --config conf/feats_pretrained_convnext.yaml \\
         --wav_scp data/validation/wav.scp --filetype hdf5 --out_prefix /tmp/convnext.1
 """
 
+import argparse
 from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
-from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool, str_or_none
+from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
@@ -34,13 +35,15 @@ def get_parser():
     add_shard_arguments(parser)
     parser.add_argument("--feats_type", default="logmel", choices=("logmel", "pretrained"),
                         help="logmel, or pretrained: the frame outputs of --encoder on that log-mel")
-    parser.add_argument("--encoder", type=str_or_none, default=None, choices=(None, "cnn14", "cnn10", "convnext"),
+    # the options of feats_type pretrained are absent unless given (argparse.SUPPRESS), so that a logmel config
+    # resolves (--print_config, the dump's .done key and feats_config.yaml) as before they existed
+    parser.add_argument("--encoder", default=argparse.SUPPRESS, choices=("cnn14", "cnn10", "convnext"),
                         help="feats_type pretrained: the encoder (its published checkpoint's front end is the log-mel)")
-    parser.add_argument("--pretrained", type=str_or_none, default=None,
+    parser.add_argument("--pretrained", default=argparse.SUPPRESS,
                         help="feats_type pretrained: the encoder's checkpoint, e.g. "
                              "downloads/convnext_tiny_465mAP_BL_AC_70kit.pth (loaded strictly)")
-    parser.add_argument("--classes_num", type=int, default=527,
-                        help="feats_type pretrained: classes of the checkpoint's tagging head (527: AudioSet)")
+    parser.add_argument("--classes_num", type=int, default=argparse.SUPPRESS,
+                        help="feats_type pretrained: classes of the checkpoint's tagging head (default 527: AudioSet)")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
@@ -72,15 +75,15 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
+    given = [f"--{k}" for k in ("encoder", "pretrained", "classes_num") if k in vars(args)]
     if args.feats_type == "logmel":
-        if args.encoder is not None or args.pretrained is not None:
-            parser.error("--encoder and --pretrained are options of --feats_type pretrained, not logmel")
+        if given:
+            parser.error(f"{', '.join(given)}: only for --feats_type pretrained, not logmel")
         from captionlib.audio.dump import dump_feats
 
-        del args.encoder, args.pretrained, args.classes_num
         run_shard_job(dump_feats, args)
     else:
-        if args.encoder is None or args.pretrained is None or args.fs is None:
+        if "encoder" not in vars(args) or "pretrained" not in vars(args) or args.fs is None:
             parser.error("--feats_type pretrained needs --encoder, --pretrained and --fs (the encoder's front end)")
         from captionlib.models.encoder_feats import dump_encoder_feats
 

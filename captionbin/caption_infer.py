@@ -6,7 +6,8 @@ The packed feature config says what the model captions, and its features are com
 code of the recipe's feature dump, so a clip of the recipe gets the caption of stage 8 (same
 decoding options):
 
-* audio models (``feats_type logmel``): WAV, FLAC, OGG and MP3 (soundfile; formats it cannot
+* audio models (``feats_type logmel``, or ``pretrained``: the log-mel then the frozen encoder
+  packed with the model): WAV, FLAC, OGG and MP3 (soundfile; formats it cannot
   open through PyAV/FFmpeg) at any sample rate, mono or stereo: audio is down-mixed and
   resampled as the model's feature config says;
 * image models (``feats_type cnn``, ``media_type image``): any image Pillow reads (a GIF gives

@@ -54,7 +54,7 @@ def get_parser():
                              "(caption_dump_feats; its checkpoint is packed); cnn: images or videos "
                              "(caption_extract_visual_feats)")
     parser.add_argument("--feats_config", default=None,
-                        help="(required) feature config of caption_dump_feats (logmel) or "
+                        help="(required) feature config of caption_dump_feats (logmel, pretrained) or "
                              "caption_extract_visual_feats (cnn)")
     parser.add_argument("--media_type", default=None, choices=("image", "video"),
                         help="(required with --feats_type cnn) what the training data dir lists: image "

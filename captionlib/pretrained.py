@@ -17,7 +17,7 @@ member                    content
 ``config.yaml``           the resolved training config of the model dir
 ``tokens.txt``            the token list (``bpe.model`` too for BPE tokens)
 ``feats_config.yaml``     the resolved feature config: ``caption_dump_feats --print_config``
-                          (``feats_type: logmel``) or ``caption_extract_visual_feats
+                          (``feats_type: logmel`` or ``pretrained``) or ``caption_extract_visual_feats
                           --print_config`` with ``feats_type: cnn`` and the ``media_type``
                           (``image`` or ``video``) of the training data
 ``cnn.pt2``               ``cnn: exported`` only: the ``torch.export`` backbone file, copied
@@ -157,7 +157,9 @@ def pack_model(
         model_file: a model file written by the trainers.
         train_config: the model dir's resolved ``config.yaml``.
         feats_config: the resolved feature config: ``caption_dump_feats --print_config``
-            (``feats_type`` ``logmel``, the default), or ``caption_extract_visual_feats
+            (``feats_type`` ``logmel``, the default, or ``pretrained``: its ``pretrained``
+            checkpoint is packed as ``encoder.pth`` once it loads into its ``encoder`` with
+            outputs of the model's input dimension), or ``caption_extract_visual_feats
             --print_config`` with ``feats_type: cnn`` and ``media_type`` (``image``/``video``)
             set; its ``cnn_weights`` (a relative path is taken from the current directory) is
             packed for ``cnn: exported`` and recorded (name, size, SHA-256) for torchvision names.
@@ -271,8 +273,10 @@ def _frozen_encoder(feats_config: Mapping[str, Any], checkpoint: PathLike):
     (see :func:`captionlib.models.encoder_feats.frozen_encoder`)."""
     from captionlib.models.encoder_feats import frozen_encoder
 
+    from captionlib.models.panns import AUDIOSET_CLASSES
+
     return frozen_encoder(feats_config["encoder"], os.fspath(checkpoint), dict(feats_config),
-                          feats_config.get("classes_num", 527))
+                          feats_config.get("classes_num", AUDIOSET_CLASSES))
 
 
 def _visual_members(feats_config: Mapping[str, Any], dim: int, model_file: str
@@ -426,6 +430,7 @@ def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tup
             continue
         found, seen = [], set()
         for root, dirs, names in os.walk(item, followlinks=True):
+            dirs.sort()  # a directory reached by two paths is listed under the first in sorted order
             if os.path.realpath(root) in seen:  # a link back up the tree, or a second link to one directory
                 dirs[:] = []
                 continue
@@ -719,7 +724,7 @@ def _load_exported_bytes(data: bytes, name: str):
 
 
 class PretrainedCaptioner:
-    """A packed model ready to caption audio files (``feats_type: logmel``) or image and video
+    """A packed model ready to caption audio files (``feats_type: logmel`` or ``pretrained``) or image and video
     files (``feats_type: cnn``).
 
     Build it with :meth:`from_pretrained`. Features are computed as stage 2 computes them, by

@@ -83,8 +83,8 @@ def dump_feats(
                        dtype=dtype, **logmel_options)
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
-    logging.info("extracting %s features (%s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs), wav_scp,
-                 prefix)
+    logging.info("extracting %s features (log-mel in %s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs),
+                 wav_scp, prefix)
     rates: Counter = Counter()  # clips per sample rate (one rate unless fs is None)
     with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(wavs), log_interval) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):

@@ -159,8 +159,8 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         tok = logp.argmax(-1)
     else:
         scores = logp.detach()
-        if top_k > 0:
-            kth = scores.topk(top_k, dim=-1).values[:, -1:]
+        if top_k > 0:  # a k of at least the vocabulary size keeps every token
+            kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
         tok = draw_categorical(scores, temperature)
     alive = (~finished).to(logp.dtype)

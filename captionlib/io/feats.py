@@ -141,7 +141,8 @@ class FeatWriter:
             self._helper.close()
             if commit:  # the scp lines point into the temporary ark: point them at its final name
                 lines = [f"{key} {self.data_path}{value[len(self._tmp_ark):]}" for key, value in
-                         (line.split(" ", 1) for line in Path(self._tmp_scp).read_text().splitlines())]
+                         (line.split(" ", 1) for line in
+                          Path(self._tmp_scp).read_text(encoding="utf-8").split("\n") if line)]
                 os.replace(self._tmp_ark, self.data_path)
                 write_lines_atomic(self.scp_path, lines)
                 os.unlink(self._tmp_scp)

@@ -21,11 +21,11 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import torch
 
-from captionlib.audio.dump import dump_feats
 from captionlib.io.datadir import PathLike
 from captionlib.models import convnext, panns
 from captionlib.models.captioner import ENCODERS
 from captionlib.models.panns import AUDIOSET_CLASSES
+from captionlib.models.pretrained_load import CheckpointMismatchError
 
 #: Loaders of published encoder checkpoints, by encoder name: ``loader(encoder, path,
 #: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
@@ -58,7 +58,10 @@ def frozen_encoder(encoder: str, pretrained: str, feats_config: Dict[str, Any],
     """
     check_pretrained_loader(encoder, "encoder")
     module = ENCODERS[encoder](n_mels=feats_config["n_mels"], classes_num=classes_num)
-    PRETRAINED_LOADERS[encoder](module, pretrained, feats_config)
+    try:
+        PRETRAINED_LOADERS[encoder](module, pretrained, feats_config)
+    except CheckpointMismatchError as e:  # its hint names the XE config's key: here it is the features config's
+        raise ValueError(str(e).replace("set encoder_conf.classes_num:", "set classes_num (features config):")) from None
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
@@ -110,7 +113,7 @@ def dump_encoder_feats(
 
     Returns:
         ``{clip_id: frames'}`` (frame outputs per clip: one per ``time_subsampling`` log-mel
-        frames, e.g. 31 for a 10 s clip with the ConvNeXt, 32 with CNN14).
+        frames, e.g. 31 for a 10 s clip with the ConvNeXt or CNN14, 62 with CNN10).
 
     Raises:
         ValueError: no ``encoder``, ``pretrained`` or ``fs``, an encoder without a loader, a
@@ -123,6 +126,8 @@ def dump_encoder_feats(
         raise ValueError("feats_type pretrained needs encoder (cnn14, cnn10 or convnext), pretrained (its checkpoint) "
                          f"and fs (the rate of its front end), got encoder={encoder!r}, pretrained={pretrained!r}, "
                          f"fs={fs!r}")
+    from captionlib.audio.dump import dump_feats  # audio libraries only where audio is read
+
     front_end = {k: v for k, v in options.items() if k in FRONT_END_OPTIONS}
     module = frozen_encoder(encoder, pretrained, {**front_end, "n_mels": n_mels, "fs": fs}, classes_num)
     return dump_feats(wav_scp, out_prefix, feats_type="pretrained", n_mels=n_mels, fs=fs,

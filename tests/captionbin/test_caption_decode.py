@@ -148,8 +148,9 @@ def test_top_k_samples(setup):
     assert {c: set(s) for c, s in read_samples(tmp / "k1" / "text_samples").items()} == {
         c: {cap} for c, cap in greedy.items()}
     main(common + ["--output_dir", str(tmp / "all")])
-    main(common + ["--output_dir", str(tmp / "kv"), "--sample_top_k", str(V)])
-    assert (tmp / "kv" / "text_samples").read_text() == (tmp / "all" / "text_samples").read_text()
+    for k in (V, 5 * V):  # a K above the vocabulary size keeps every token too
+        main(common + ["--output_dir", str(tmp / f"k{k}"), "--sample_top_k", str(k)])
+        assert (tmp / f"k{k}" / "text_samples").read_text() == (tmp / "all" / "text_samples").read_text()
     samples = read_samples(tmp / "all" / "text_samples")
     assert any(len(set(s)) > 1 for s in samples.values())  # untrained model: the samples differ
 

@@ -54,10 +54,13 @@ def test_get_parser_main_without_args_and_print_config():
     ).stdout
     conf = yaml.safe_load(out)
     assert conf["n_mels"] == 64 and conf["fs"] is None and conf["win_length_s"] == 0.04
+    # the options of feats_type pretrained stay out of a logmel config's resolved options (the dump's
+    # .done key and feats_config.yaml): an existing dump is not redone for them
+    assert not {"encoder", "pretrained", "classes_num"} & set(conf)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--encoder", "cnn10"], "--encoder and --pretrained are options of --feats_type pretrained, not logmel"),
+    (["--encoder", "cnn10"], "--encoder: only for --feats_type pretrained, not logmel"),
     (["--feats_type", "pretrained", "--encoder", "cnn10", "--fs", "32000"],
      "--feats_type pretrained needs --encoder, --pretrained and --fs"),
     (["--feats_type", "pretrained", "--encoder", "crnn", "--pretrained", "x.pth", "--fs", "32000"],
