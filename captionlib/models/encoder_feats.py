@@ -32,8 +32,6 @@ from captionlib.models.pretrained_load import CheckpointMismatchError
 #: end against the features config of the encoder's log-mel input.
 PRETRAINED_LOADERS: Dict[str, Callable[[torch.nn.Module, str, Dict[str, Any]], None]] = {
     "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained, "convnext": convnext.load_pretrained}
-#: Log-mel options of the features config that the checkpoint's front end is compared with.
-FRONT_END_OPTIONS = ("n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "log", "pad_mode", "dtype")
 
 
 def check_pretrained_loader(encoder: str, option: str) -> None:
@@ -128,8 +126,8 @@ def dump_encoder_feats(
                          f"fs={fs!r}")
     from captionlib.audio.dump import dump_feats  # audio libraries only where audio is read
 
-    front_end = {k: v for k, v in options.items() if k in FRONT_END_OPTIONS}
-    module = frozen_encoder(encoder, pretrained, {**front_end, "n_mels": n_mels, "fs": fs}, classes_num)
+    # the loader compares the checkpoint's front end with the log-mel options it needs of these
+    module = frozen_encoder(encoder, pretrained, {**options, "n_mels": n_mels, "fs": fs}, classes_num)
     return dump_feats(wav_scp, out_prefix, feats_type="pretrained", n_mels=n_mels, fs=fs,
                       transform=frame_outputs(module), **options)
 
