@@ -56,6 +56,9 @@ def get_parser():
     parser.add_argument("--feats_config", default=None,
                         help="(required) feature config of caption_dump_feats (logmel, pretrained) or "
                              "caption_extract_visual_feats (cnn)")
+    parser.add_argument("--encoder_sha256", type=str_or_none, default=None,
+                        help="feats_type pretrained: the SHA-256 of the encoder checkpoint the training features "
+                             "were dumped with (stage 2's pretrained.sha256); another checkpoint file is refused")
     parser.add_argument("--media_type", default=None, choices=("image", "video"),
                         help="(required with --feats_type cnn) what the training data dir lists: image "
                              "(image.scp) or video (video.scp)")
@@ -137,6 +140,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.train_config or os.path.join(os.path.dirname(args.model_file), "config.yaml"),
             feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
             recipe=args.recipe or os.path.basename(os.getcwd()), trust_pickle=args.trust_pickle,
+            encoder_sha256=args.encoder_sha256,
         )
     except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)

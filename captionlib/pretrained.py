@@ -149,6 +149,7 @@ def pack_model(
     recipe: str = "unknown",
     revision: Optional[str] = None,
     trust_pickle: bool = False,
+    encoder_sha256: Optional[str] = None,
 ) -> Path:
     """Write a packed model (see the module docstring), atomically (temporary file + rename).
 
@@ -171,6 +172,8 @@ def pack_model(
         recipe: the recipe's name; revision: git revision (default: :func:`git_revision`).
         trust_pickle: accept an old pickled ``cider_df`` (packed converted to ``.npz``);
             read allowing only numpy arrays and numbers: for files you made yourself.
+        encoder_sha256: ``feats_type: pretrained``: the SHA-256 of the checkpoint the training
+            features were dumped with (stage 2 writes it); the packed one must have it.
 
     Returns:
         The path of the archive.
@@ -186,7 +189,7 @@ def pack_model(
         if not Path(f).is_file():
             raise FileNotFoundError(f"{f}: no such file (needed to pack {model_file})")
     members, extra = _pack_members(model_file, train_config, feats_config, feats_stats, cider_df, decode_config,
-                                   trust_pickle)
+                                   trust_pickle, encoder_sha256)
     manifest = {
         "format": PACKED_FORMAT,
         "version": PACKED_VERSION,
@@ -205,7 +208,7 @@ def pack_model(
 
 def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Mapping[str, Any],
                   feats_stats: PathLike, cider_df: PathLike, decode_config: Optional[Mapping[str, Any]],
-                  trust_pickle: bool) -> Tuple[Dict[str, bytes], Dict[str, Any]]:
+                  trust_pickle: bool, encoder_sha256: Optional[str] = None) -> Tuple[Dict[str, bytes], Dict[str, Any]]:
     """All members of a packed model but the manifest, and the manifest entries of the front
     end (arguments as :func:`pack_model`), each input checked: the model file loads, its input
     dimension fits the feature config, the document frequencies load.
@@ -224,7 +227,7 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
     if feats_type == "cnn":
         members, extra = _visual_members(feats_config, dim, str(model_file))
     elif feats_type == "pretrained":
-        members = _encoder_members(feats_config, dim, str(model_file))
+        members = _encoder_members(feats_config, dim, str(model_file), encoder_sha256)
     elif feats_type != "logmel":
         raise ValueError(f"{model_file}: feats_type {feats_type!r} cannot be packed: caption_infer computes "
                          "logmel or pretrained (audio) or cnn (image/video) features, not features made elsewhere "
@@ -249,18 +252,25 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
     return members, extra
 
 
-def _encoder_members(feats_config: Mapping[str, Any], dim: int, model_file: str) -> Dict[str, bytes]:
+def _encoder_members(feats_config: Mapping[str, Any], dim: int, model_file: str,
+                     sha256: Optional[str] = None) -> Dict[str, bytes]:
     """``{encoder.pth: bytes}`` of a ``feats_type: pretrained`` feature config: its
     ``pretrained`` checkpoint, once it has loaded strictly into its ``encoder`` with the
-    config's front end and the encoder's outputs have the model's input dimension ``dim``.
+    config's front end and the encoder's outputs have the model's input dimension ``dim``
+    (and, given ``sha256``, it is the file the training features were dumped with).
 
     Raises:
         FileNotFoundError: no checkpoint file; ValueError: naming ``model_file`` or the
-            checkpoint: no encoder/checkpoint in the config, or the loader's errors.
+            checkpoint: no encoder/checkpoint in the config, another file than the dump's,
+            or the loader's errors.
     """
     encoder, checkpoint = feats_config.get("encoder"), feats_config.get("pretrained")
     if not encoder or not checkpoint:
         raise ValueError(f"{model_file}: the feature config has feats_type pretrained but no encoder and pretrained")
+    if sha256 is not None and os.path.isfile(checkpoint) and _sha256_file(checkpoint) != sha256.strip():
+        raise ValueError(f"{checkpoint}: not the encoder checkpoint the training features were dumped with (its "
+                         f"SHA-256 differs from stage 2's {sha256.strip()}): restore that file, or redo stage 2 and "
+                         "training")
     module = _frozen_encoder(feats_config, checkpoint)
     if module.output_size != dim:
         raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config's encoder ({encoder}) "

@@ -697,6 +697,10 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
         # audio, or the media type of the training data dir (as scripts/dump_feats.sh picks it)
         if [ "${feats_type}" = logmel ] || [ "${feats_type}" = pretrained ]; then
             _front=(--feats_type "${feats_type}" --train_wav_scp "data/${train_set}/wav.scp")
+            _sha=${dumpdir}/${feats_tag}/${train_set}/pretrained.sha256  # the encoder checkpoint stage 2 used
+            if [ "${feats_type}" = pretrained ] && [ -f "${_sha}" ]; then
+                _front+=(--encoder_sha256 "$(cat "${_sha}")")
+            fi
         elif [ -f "data/${train_set}/video.scp" ]; then
             _front=(--feats_type cnn --media_type video)
         else

@@ -1,8 +1,9 @@
 """egs/mini_clotho with --feats_type pretrained: stage 2 stores a frozen pretrained encoder's frame
 outputs (CNN10 in the authors' checkpoint layout, random weights), and XE (encoder linear +
 Transformer decoder, as the DCASE 2024 baseline trains on its precomputed ConvNeXt frames), SCST,
-decoding and scoring run on them; stage 10 packs the encoder's checkpoint with the model, and
-caption_infer on the recipe's audio files gives stage 8's captions. Its own module, so that
+decoding and scoring run on them; stage 10 packs the encoder's checkpoint with the model (and
+refuses another file than stage 2's), and caption_infer on the recipe's audio files gives stage
+8's captions. Its own module, so that
 pytest-xdist runs it beside the mini_clotho run of test_recipes.py."""
 
 import json
@@ -27,10 +28,11 @@ def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):
                d / "downloads" / "cnn10.pth")
     yaml.safe_dump(dict(conf, feats_type="pretrained", encoder="cnn10", pretrained="downloads/cnn10.pth"),
                    (d / "conf" / "feats_pretrained_cnn10.yaml").open("w"))
-    r = _run(["./run.sh", "--feats_type", "pretrained", "--feats_config", "conf/feats_pretrained_cnn10.yaml",
-              "--xe_config", "conf/tuning/train_xe_linear_transformer_debug.yaml", "--word2vec", "false",
-              "--rl_algo", "scst", "--rl_args", "--max_epoch 1 --num_iters_per_epoch 3", "--ensemble_models", "",
-              "--num_diversity_samples", "0", "--metrics", "bleu,rouge_l,cider_d"], cwd=d, timeout=1800)
+    opts = ["--feats_type", "pretrained", "--feats_config", "conf/feats_pretrained_cnn10.yaml",
+            "--xe_config", "conf/tuning/train_xe_linear_transformer_debug.yaml", "--word2vec", "false",
+            "--rl_algo", "scst", "--rl_args", "--max_epoch 1 --num_iters_per_epoch 3", "--ensemble_models", "",
+            "--num_diversity_samples", "0", "--metrics", "bleu,rouge_l,cider_d"]
+    r = _run(["./run.sh", *opts], cwd=d, timeout=1800)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-8000:]
     for dset in ("train_development_validation", "validation", "evaluation"):
@@ -45,3 +47,12 @@ def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):
         assert json.loads((decode / "score.json").read_text())["CIDEr-D"] >= 0
     assert "Stage 10: Pack" in out and "Stage 10: skipped" not in out
     _assert_caption_infer_gives_stage8(d, xe, tmp_path)
+
+    # another checkpoint under the same name after stage 2: stage 10 refuses to pack it with the model
+    torch.manual_seed(1)
+    torch.save({"model": dict(Cnn10Encoder().state_dict(), **front_end_tensors(conf)), "iteration": 2},
+               d / "downloads" / "cnn10.pth")
+    r = _run(["./run.sh", "--stage", "10", "--stop_stage", "10", *opts], cwd=d, timeout=600)
+    assert r.returncode != 0
+    log = (xe / "packed" / "log" / "pack.log").read_text()
+    assert "downloads/cnn10.pth: not the encoder checkpoint the training features were dumped with" in log, log

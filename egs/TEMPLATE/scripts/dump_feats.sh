@@ -139,7 +139,7 @@ fi
 
 mkdir -p "${dir}/log"
 dir=$(cd "${dir}" && pwd)  # absolute, so that feats.scp holds absolute paths
-rm -f "${dir}/.done" "${dir}/feats_config.yaml" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
+rm -f "${dir}/.done" "${dir}/feats_config.yaml" "${dir}/pretrained.sha256" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
     "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/"${list}".*
 
 split_scps=()
@@ -192,6 +192,9 @@ for f in wav.scp image.scp video.scp clip2id text utt2spk spk2utt aud2name reco2
 done
 
 write_feats_config
+if [ "${feats_type}" = pretrained ]; then  # the checkpoint the frames were made with: stage 10 packs only that one
+    sha256sum < "$(printf '%s\n' "${_options}" | sed -n 's/^pretrained: *//p')" | cut -d' ' -f1 > "${dir}/pretrained.sha256"
+fi
 echo "${_key}" > "${dir}/.done"
 log "Wrote ${dir}/feats.scp (${nfeats} clips, dim $(cat "${dir}/feats_dim"), $(cat "${dir}/feats_type"))"
 log "Successfully finished. [elapsed=${SECONDS}s]"
