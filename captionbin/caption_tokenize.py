@@ -38,8 +38,6 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_tokenize."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    if args.token_type == "bpe" and args.nbpe < 1:
-        parser.error(f"--nbpe {args.nbpe} is too small: it must be >= 1")
     from captionlib.io.datadir import read_text
     from captionlib.text.tokenizer import TokenListOptionError, build_token_list
 

@@ -267,22 +267,22 @@ def _encoder_members(feats_config: Mapping[str, Any], dim: int, model_file: str,
     encoder, checkpoint = feats_config.get("encoder"), feats_config.get("pretrained")
     if not encoder or not checkpoint:
         raise ValueError(f"{model_file}: the feature config has feats_type pretrained but no encoder and pretrained")
-    if sha256 is not None and os.path.isfile(checkpoint) and _sha256_file(checkpoint) != sha256.strip():
+    module = _frozen_encoder(feats_config, checkpoint)  # FileNotFoundError (naming where to get it) first
+    data = Path(checkpoint).read_bytes()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256.strip():
         raise ValueError(f"{checkpoint}: not the encoder checkpoint the training features were dumped with (its "
                          f"SHA-256 differs from stage 2's {sha256.strip()}): restore that file, or redo stage 2 and "
                          "training")
-    module = _frozen_encoder(feats_config, checkpoint)
     if module.output_size != dim:
         raise ValueError(f"{model_file}: the model takes {dim}-d features, the feature config's encoder ({encoder}) "
                          f"gives {module.output_size}")
-    return {ENCODER_MEMBER: Path(checkpoint).read_bytes()}
+    return {ENCODER_MEMBER: data}
 
 
 def _frozen_encoder(feats_config: Mapping[str, Any], checkpoint: PathLike):
     """The frozen encoder of a ``feats_type: pretrained`` feature config, from ``checkpoint``
     (see :func:`captionlib.models.encoder_feats.frozen_encoder`)."""
     from captionlib.models.encoder_feats import frozen_encoder
-
     from captionlib.models.panns import AUDIOSET_CLASSES
 
     return frozen_encoder(feats_config["encoder"], os.fspath(checkpoint), dict(feats_config),
@@ -441,10 +441,11 @@ def find_audio_files(inputs: Iterable[PathLike], extensions: Sequence[str] = tup
         found, seen = [], set()
         for root, dirs, names in os.walk(item, followlinks=True):
             dirs.sort()  # a directory reached by two paths is listed under the first in sorted order
-            if os.path.realpath(root) in seen:  # a link back up the tree, or a second link to one directory
+            real = os.path.realpath(root)
+            if real in seen:  # a link back up the tree, or a second link to one directory
                 dirs[:] = []
                 continue
-            seen.add(os.path.realpath(root))
+            seen.add(real)
             found += [os.path.join(root, name) for name in names if name.lower().endswith(exts)]
         found.sort()
         if not found:

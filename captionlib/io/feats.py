@@ -282,7 +282,7 @@ def run_shard_job(func, args, errors=(ValueError, OSError)) -> Dict[str, int]:
         if kwargs.get("out_prefix"):
             check_writable(os.fspath(kwargs["out_prefix"]) + ".scp")
         return func(**kwargs)
-    except (ValueError,) + tuple(errors) as e:
+    except errors as e:
         logging.error("%s", e.args[0] if isinstance(e, KeyError) and e.args else e)
         sys.exit(1)
 

@@ -30,8 +30,8 @@ def compute_feats_stats(feats_scp: PathLike, output: PathLike) -> Dict[str, np.n
         constant dimension gives 0, so floor it before dividing).
 
     Raises:
-        ValueError: empty scp, no frames at all, or a clip whose dimension differs
-            from the first clip's (message names the clip and the scp).
+        ValueError: empty scp, a clip the reader refuses (no matrix, 0 frames, NaN/Inf), or a
+            clip whose dimension differs from the first clip's (message names the clip and the scp).
     """
     feats_scp = os.fspath(feats_scp)
     total = None
@@ -50,8 +50,6 @@ def compute_feats_stats(feats_scp: PathLike, output: PathLike) -> Dict[str, np.n
             total += x.sum(axis=0)
             total_sq += np.square(x).sum(axis=0)
             count += x.shape[0]
-    if count == 0:
-        raise ValueError(f"{feats_scp}: all clips have 0 frames")
     mean = total / count
     var = np.maximum(total_sq / count - mean**2, 0.0)
     stats = {

@@ -25,7 +25,6 @@ from captionlib.io.datadir import PathLike
 from captionlib.models import convnext, panns
 from captionlib.models.captioner import ENCODERS
 from captionlib.models.panns import AUDIOSET_CLASSES
-from captionlib.models.pretrained_load import CheckpointMismatchError
 
 #: Loaders of published encoder checkpoints, by encoder name: ``loader(encoder, path,
 #: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
@@ -56,10 +55,7 @@ def frozen_encoder(encoder: str, pretrained: str, feats_config: Dict[str, Any],
     """
     check_pretrained_loader(encoder, "encoder")
     module = ENCODERS[encoder](n_mels=feats_config["n_mels"], classes_num=classes_num)
-    try:
-        PRETRAINED_LOADERS[encoder](module, pretrained, feats_config)
-    except CheckpointMismatchError as e:  # its hint names the XE config's key: here it is the features config's
-        raise ValueError(str(e).replace("set encoder_conf.classes_num:", "set classes_num (features config):")) from None
+    PRETRAINED_LOADERS[encoder](module, pretrained, feats_config)
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)

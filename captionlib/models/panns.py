@@ -327,9 +327,11 @@ def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str
     except CheckpointMismatchError as e:
         heads = [(k, a) for k, a, _ in e.mis_shaped if k in HEAD_WEIGHTS]
         if heads:  # a tagging head of another number of classes: say which option sizes it
-            raise e.with_hint(f"the checkpoint's tagging head ({heads[0][0]}) has {heads[0][1][0]} classes: set "
-                              f"encoder_conf.classes_num: {heads[0][1][0]} (caption_pretrain_tagging: the lines of "
-                              "its classes.txt)") from None
+            n = heads[0][1][0]
+            raise e.with_hint(f"the checkpoint's tagging head ({heads[0][0]}) has {n} classes: set "
+                              f"encoder_conf.classes_num: {n} in an XE config, classes_num: {n} in a feats_type "
+                              "pretrained features config (caption_pretrain_tagging: the lines of its classes.txt)"
+                              ) from None
         raise
     diff = {k: float((state[k].double() - expected[k].double()).abs().max()) for k in FRONT_END_KEYS}
     bad = {k: d for k, d in diff.items() if not d <= (MEL_TOLERANCE if k == MEL_KEY else STFT_TOLERANCE)}  # NaN too
