@@ -28,7 +28,9 @@ config iterates (clip, caption) pairs (``rl_unit: caption``); ``--rl_unit clip``
 
 ``--decode_compile MODE`` adds the SCST and REINFORCE+ updates with the decoder step and the
 draw of their sampling compiled as graphs (``reduce-overhead``: CUDA graphs; the training
-option of the same name), timed beside the eager ones.
+option of the same name), timed beside the eager ones. Both updates are also timed with
+``--sample_logprobs recompute`` (sampling without gradients, then one teacher-forced decoder
+pass for the gradient), eager and, with ``--decode_compile``, compiled.
 
 On a GPU (``--device cuda``) every timing synchronises the device before reading the
 clock, the bound uses the GPU's float32 ``torch.mm`` rate (TF32 off, PyTorch's default), and
@@ -313,6 +315,9 @@ def main(argv=None) -> None:
         reward = Reward("cider_d:1.0", s.refs, df_path)
     scst = {enc: PolicyGradient(reward, s.tok, baseline_encoding=enc) for enc in ("separate", "shared")}
     rplus = PolicyGradient(reward, s.tok, num_samples=5, baseline="mean")
+    # --sample_logprobs recompute: sampled under no_grad, one teacher-forced pass for the gradient
+    scst_re = PolicyGradient(reward, s.tok, sample_logprobs="recompute")
+    rplus_re = PolicyGradient(reward, s.tok, num_samples=5, baseline="mean", sample_logprobs="recompute")
 
     def with_bigru(impl, fn):
         def run():
@@ -339,27 +344,38 @@ def main(argv=None) -> None:
         "scst": lambda: rl_update(scst["shared"], model, opt, clips_r, feats_r, lens_r),
         "scst_bucket": lambda: rl_update(scst["shared"], model, opt, clips_b, feats_b, lens_b),
         "reinforce_plus": lambda: rl_update(rplus, model, opt, clips_r, feats_r, lens_r),
+        "scst_recompute": lambda: rl_update(scst_re, model, opt, clips_r, feats_r, lens_r),
+        "reinforce_plus_recompute": lambda: rl_update(rplus_re, model, opt, clips_r, feats_r, lens_r),
     }
     if args.decode_compile != "none":
-        updates["scst_compiled"] = compiled_sampling(updates["scst"])
-        updates["reinforce_plus_compiled"] = compiled_sampling(updates["reinforce_plus"])
-        # the first calls compile, then CUDA graph trees run a call eagerly and record the next
-        # (timed_round_robin warms each up once more)
-        for key in ("scst_compiled", "reinforce_plus_compiled"):
-            updates[key]()
-            updates[key]()
+        for key in ("scst", "reinforce_plus", "scst_recompute", "reinforce_plus_recompute"):
+            updates[f"{key}_compiled"] = compiled_sampling(updates[key])
+            # the first calls compile, then CUDA graph trees run a call eagerly and record the
+            # next (timed_round_robin warms each up once more)
+            updates[f"{key}_compiled"]()
+            updates[f"{key}_compiled"]()
     t = timed_round_robin(updates, reps)
     xe_old, xe_split, xe_new = t["xe_packed"], t["xe"], t["xe_bucket"]
     scst_old, scst_new, scst_bucket, rplus_t = t["scst_separate"], t["scst"], t["scst_bucket"], t["reinforce_plus"]
     rows.append(("XE update, padded batch", "packed BiGRU", xe_old, "split BiGRU", xe_split))
     rows.append(("XE update (split BiGRU)", "padded batch", xe_split, "bucketed batch", xe_new))
     rows.append(("SCST update, padded batch", "separate baseline encoding", scst_old, "shared", scst_new))
-    compiled_t = {name: t[key] for name, key in (("SCST", "scst_compiled"), ("REINFORCE+", "reinforce_plus_compiled"))
-                  if key in t}
-    if compiled_t:
-        label = f"--decode_compile {args.decode_compile}"
-        rows.append(("SCST update, padded batch", "eager sampling", scst_new, label, compiled_t["SCST"]))
-        rows.append(("REINFORCE+ update, padded batch", "eager sampling", rplus_t, label, compiled_t["REINFORCE+"]))
+    recompute = "--sample_logprobs recompute"
+    rows.append(("SCST update, padded batch", "log-probs of the sampling loop", scst_new, recompute,
+                 t["scst_recompute"]))
+    rows.append(("REINFORCE+ update, padded batch", "log-probs of the sampling loop", rplus_t, recompute,
+                 t["reinforce_plus_recompute"]))
+    # the other ways to an RL update, each as a ratio to the XE update below
+    compile_opt = f"--decode_compile {args.decode_compile}"
+    other_rl = {f"{name} ({recompute})": t[f"{key}_recompute"]
+                for name, key in (("SCST", "scst"), ("REINFORCE+", "reinforce_plus"))}
+    if args.decode_compile != "none":
+        rows.append(("SCST update, padded batch", "eager sampling", scst_new, compile_opt, t["scst_compiled"]))
+        rows.append(("REINFORCE+ update, padded batch", "eager sampling", rplus_t, compile_opt,
+                     t["reinforce_plus_compiled"]))
+        for name, key in (("SCST", "scst"), ("REINFORCE+", "reinforce_plus")):
+            other_rl[f"{name} ({compile_opt})"] = t[f"{key}_compiled"]
+            other_rl[f"{name} ({compile_opt}, {recompute})"] = t[f"{key}_recompute_compiled"]
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     peak_gpu_gib = torch.cuda.max_memory_allocated(DEVICE) / 2 ** 30 if DEVICE.type == "cuda" else 0.0
 
@@ -437,9 +453,9 @@ def main(argv=None) -> None:
           f"REINFORCE+ | {rplus_t:.3f} | {rplus_t / xe_split:.2f}x XE |")
     print(f"| SCST / XE update, padded batch (new paths) | XE | {xe_split:.3f} | SCST | {scst_new:.3f} | "
           f"{scst_new / xe_split:.2f}x XE |")
-    for name, seconds in compiled_t.items():
-        print(f"| {name} (--decode_compile {args.decode_compile}) / XE update, padded batch | XE | {xe_split:.3f} | "
-              f"{name} | {seconds:.3f} | {seconds / xe_split:.2f}x XE |")
+    for name, seconds in other_rl.items():
+        print(f"| {name} / XE update, padded batch | XE | {xe_split:.3f} | {name.split()[0]} | {seconds:.3f} | "
+              f"{seconds / xe_split:.2f}x XE |")
     print(f"| beam 5 (batched) / greedy, search only | greedy | {greedy_t:.3f} | beam 5 | {beam_t:.3f} | "
           f"{beam_t / greedy_t:.2f}x greedy |")
     print()

@@ -26,9 +26,8 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from captionlib.audio.io import audio_info
-from captionlib.corpora.prep import BadRecords, ClipCaptions, audio_length_problem, collapse_ws
-from captionlib.io.datadir import PathLike, read_csv_rows, utt2spk_to_spk2utt, write_scp
-from captionlib.text.cleaner import clean_words
+from captionlib.corpora.prep import BadRecords, ClipCaptions, audio_length_problem, caption_problem, collapse_ws
+from captionlib.io.datadir import PathLike, control_problem, read_csv_rows, utt2spk_to_spk2utt, write_scp
 
 SPLITS = ("development", "validation", "evaluation")
 NUM_CAPTIONS = 5
@@ -149,17 +148,12 @@ def _row_problem(cells: Sequence[str], name_line: Dict[str, int]) -> Optional[st
     if len(cells) != len(HEADER):
         return f"expected {len(HEADER)} columns, got {len(cells)}"
     name = cells[0]
-    if name.strip() == "" or "/" in name or "\\" in name or name in (".", ".."):
+    if name.strip() == "" or "/" in name or "\\" in name or name in (".", "..") or control_problem(name):
         return f"invalid file name {name!r}"
-    captions = [collapse_ws(c) for c in cells[1:]]
-    empty = [HEADER[k + 1] for k, c in enumerate(captions) if not c]
-    if empty:
-        return f"empty caption cell(s) {', '.join(empty)} for {name!r}"
-    # a caption of punctuation only would be an empty reference to the scorer
-    no_words = [HEADER[k + 1] for k, c in enumerate(captions) if not clean_words(c)]
-    if no_words:
-        return (f"caption cell(s) {', '.join(no_words)} for {name!r} have no words after cleaning "
-                f"(punctuation only): {', '.join(repr(captions[HEADER.index(h) - 1]) for h in no_words)}")
+    problems = [f"{HEADER[k + 1]}: {problem}" for k, cell in enumerate(cells[1:])
+                if (problem := caption_problem(collapse_ws(cell)))]
+    if problems:
+        return f"bad caption cell(s) for {name!r}: {'; '.join(problems)}"
     if name in name_line:
         return f"duplicate file name {name!r} (first on line {name_line[name]})"
     return None
@@ -172,7 +166,7 @@ def _audio_duration(path: str) -> Tuple[float, Optional[str]]:
     Only the header is read (:func:`captionlib.audio.io.audio_info`).
     """
     if not os.path.isfile(path):
-        return 0.0, f"audio file not found: {path}"
+        return 0.0, f"audio file not found: {path!r}"
     try:
         info = audio_info(path)
     except (ValueError, OSError) as e:

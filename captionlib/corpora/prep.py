@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from captionlib.io.datadir import PathLike, read_utf8, utt2spk_to_spk2utt, write_scp
+from captionlib.io.datadir import PathLike, control_problem, read_utf8, utt2spk_to_spk2utt, write_scp
 from captionlib.text.cleaner import clean_words
 
 
@@ -74,10 +74,15 @@ def caption_problem(caption: str) -> Optional[str]:
     """Why ``caption`` (already whitespace-collapsed) cannot be a reference, or ``None``.
 
     An empty caption, or one without words after :func:`captionlib.text.cleaner.clean_words`
-    (punctuation only), would be an empty reference to the tokenizer and the scorers.
+    (punctuation only), would be an empty reference to the tokenizer and the scorers; a control
+    character (:func:`captionlib.io.datadir.control_problem`, e.g. a NUL byte) would split a
+    word for the cleaner and not for the PTB tokenizer, and no ``text`` file may hold one.
     """
     if not caption:
         return "empty caption"
+    problem = control_problem(caption)
+    if problem:
+        return f"caption has a {problem}: {caption!r}"
     if not clean_words(caption):
         return f"caption has no words after cleaning (punctuation only): {caption!r}"
     return None

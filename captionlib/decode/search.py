@@ -138,6 +138,13 @@ def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tens
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.size(1) - 1)
 
 
+def entropy(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats, ``-sum_j p_j log p_j`` over the last dimension of log-probabilities
+    ``logp`` (..., vocab), with ``0 log 0 = 0``: entries of log-prob -inf (the padding id) add 0,
+    with a 0 gradient. Returns (...)."""
+    return -(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1)
+
+
 def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool, greedy: bool,
                temperature: float, top_k: int):
     """One step of :func:`sample` after the decoder: the token of each row and its
@@ -171,8 +178,7 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         lp = torch.zeros_like(alive)
     else:
         lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1) * alive
-    # -sum p log p with 0 log 0 = 0: the -inf log-probs (padding) give 0, with a 0 gradient
-    ent = -(logp.exp() * logp.masked_fill(torch.isinf(logp), 0.0)).sum(-1) * alive
+    ent = entropy(logp) * alive
     return tok, torch.where(finished, tok.new_zeros(()), tok), lp, ent, alive, finished | (tok == eos)
 
 

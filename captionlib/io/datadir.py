@@ -31,6 +31,20 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 PathLike = Union[str, "os.PathLike[str]"]
 
 _SPLIT_RE = re.compile(r"(\S+)\s+(.*)")
+# C0 and C1 control characters other than tab (a NUL run is what a file cut short by a crash
+# often holds; the others come from binary data or a wrong decoding)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def control_problem(text: str) -> Optional[str]:
+    """Why ``text`` (one line of a text file, a caption) holds a control character, naming the
+    first and its 1-based column, or ``None``. Tab is allowed; so is nothing else below U+0020,
+    nor U+007F-U+009F: no caption or Kaldi-style file has them, and tools disagree on them (the
+    cleaner makes a NUL a word break, the PTB tokenizer keeps it)."""
+    m = _CONTROL_RE.search(text)
+    if m is None:
+        return None
+    return f"control character U+{ord(m.group()):04X} at column {m.start() + 1}"
 
 
 def sort_key_c(key: str) -> bytes:
@@ -40,8 +54,9 @@ def sort_key_c(key: str) -> bytes:
 
 def _iter_lines(path: PathLike):
     """Yield ``(line_number, line)`` with the newline removed; decoding errors name the file,
-    and so does a UTF-8 byte-order mark (an editor's, which would become part of the first
-    id: a clip of its own, silently, as Kaldi's tools would read it)."""
+    and so do a UTF-8 byte-order mark (an editor's, which would become part of the first
+    id: a clip of its own, silently, as Kaldi's tools would read it) and a control character
+    (:func:`control_problem`)."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -51,7 +66,12 @@ def _iter_lines(path: PathLike):
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not valid UTF-8 ({e})") from None
-            yield lineno, line.rstrip("\r\n")
+            line = line.rstrip("\r\n")
+            problem = control_problem(line)
+            if problem:
+                raise ValueError(f"{path}:{lineno}: {problem}; Kaldi-style files hold text only "
+                                 "(NUL bytes often mean a file cut short by a crash)")
+            yield lineno, line
 
 
 def read_scp(path: PathLike, allow_empty_value: bool = False) -> Dict[str, str]:

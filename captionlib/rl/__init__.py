@@ -35,6 +35,9 @@ ATTRIBUTE_INPUTS = ("cnn", "embedding")
 #: encoders (the captioner's detached embedding, or the critic's own), see :mod:`captionlib.rl.actor_critic`.
 AC_REWARDS = ("metric", "embedding")
 AC_VALUE_ENCODERS = ("shared", "separate")
+#: Where the sampled captions' log-probabilities come from (``--sample_logprobs``): the sampling
+#: loop, or one teacher-forced pass over them, see :meth:`captionlib.rl.policy_gradient.SampledObjective.draw`.
+SAMPLE_LOGPROBS = ("loop", "recompute")
 
 
 def register_objective(name: str, cls: type) -> None:

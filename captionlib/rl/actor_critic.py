@@ -63,7 +63,6 @@ import torch
 from torch import nn
 
 from captionlib.data.datasets import pad_ids
-from captionlib.decode.search import sample
 from captionlib.models.encoding import pooled
 from captionlib.rl import AC_REWARDS as REWARD_TYPES
 from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
@@ -129,7 +128,7 @@ class ActorCritic(SampledObjective):
     is seed 002's reward and value network (see the module docstring).
 
     Args:
-        reward, tokenizer, max_len, temperature: see :class:`SampledObjective`.
+        reward, tokenizer, max_len, temperature, sample_logprobs: see :class:`SampledObjective`.
         vocab_size: the captioner's vocabulary size (critic and embedding word vectors).
         embed_size: size of the captioner's audio embedding ``v`` (``model.embed_size``).
         warmup_steps: training calls that only fit the critic (and the embedding) (seed 002:
@@ -159,6 +158,8 @@ class ActorCritic(SampledObjective):
             ``embedding_margin``, or the embedding reward with a ``reward`` without ``refs``.
     """
 
+    recomputes_logprobs = True  # reads sample_logprobs (see SampledObjective.draw)
+
     def __init__(
         self,
         reward: Reward,
@@ -175,8 +176,9 @@ class ActorCritic(SampledObjective):
         n_mels: Optional[int] = None,
         embedding_size: int = DEFAULTS.embedding_size,
         embedding_margin: float = DEFAULTS.embedding_margin,
+        sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
-        super().__init__(reward, tokenizer, max_len, temperature)
+        super().__init__(reward, tokenizer, max_len, temperature, sample_logprobs=sample_logprobs)
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
         if num_samples < 1:
@@ -206,7 +208,7 @@ class ActorCritic(SampledObjective):
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "ActorCritic":
         """Actor-critic (``--rl_algo ac``) from :class:`captionlib.rl.options.RLOptions`:
         ``critic_warmup_steps``, ``num_samples``, ``ac_reward``, ``value_encoder``,
-        ``embedding_size``, ``embedding_margin``, ``max_len``, ``temperature``; the critic's
+        ``embedding_size``, ``embedding_margin``, ``max_len``, ``temperature``, ``sample_logprobs``; the critic's
         sizes come from ``model`` (vocabulary, ``embed_size``, feature dimension).
 
         Raises:
@@ -217,7 +219,7 @@ class ActorCritic(SampledObjective):
             warmup_steps=opts.critic_warmup_steps, max_len=opts.max_len, temperature=opts.temperature,
             num_samples=opts.num_samples, reward_type=opts.ac_reward, value_encoder=opts.value_encoder,
             n_mels=model.feats_mean.numel(), embedding_size=opts.embedding_size,
-            embedding_margin=opts.embedding_margin,
+            embedding_margin=opts.embedding_margin, sample_logprobs=opts.sample_logprobs,
         )
 
     @property
@@ -268,7 +270,7 @@ class ActorCritic(SampledObjective):
         n = self.num_samples
         vv = v.repeat_interleave(n, 0)
         with torch.no_grad() if warm else nullcontext():
-            out = sample(model, vv, self.max_len, temperature=self.temperature)
+            out = self.draw(model, vv)
         mask = out.mask
         stats: Dict[str, float] = {}
         own_loss = mask.new_zeros(())

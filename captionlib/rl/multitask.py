@@ -214,8 +214,8 @@ class MultiTask(PolicyGradient):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` of seed 004 step 3.
 
     Args:
-        reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding:
-            REINFORCE+ (see :class:`PolicyGradient`).
+        reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding,
+        sample_logprobs: REINFORCE+ (see :class:`PolicyGradient`).
         train_refs: ``{clip_id: [[word, ...], ...]}`` cleaned train references (attribute
             vocabulary and targets; batches must only hold these clips).
         embed_size: size of the audio embedding ``v`` (``model.embed_size``).
@@ -264,8 +264,10 @@ class MultiTask(PolicyGradient):
         attribute_selection: str = DEFAULTS.attribute_selection,
         attribute_input: str = DEFAULTS.attribute_input,
         cnn_size: Optional[int] = None,
+        sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
-        super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding)
+        super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding,
+                         sample_logprobs=sample_logprobs)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"multitask alpha must be in [0, 1], got {alpha}")
         if attribute_input not in ATTRIBUTE_INPUTS:
@@ -299,7 +301,7 @@ class MultiTask(PolicyGradient):
             num_samples=opts.num_samples, baseline=opts.baseline, max_len=opts.max_len,
             temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
             attribute_selection=opts.attribute_selection, attribute_input=opts.attribute_input,
-            cnn_size=model.encoder.cnn_output_size,
+            cnn_size=model.encoder.cnn_output_size, sample_logprobs=opts.sample_logprobs,
         )
 
     def target(self, clips: Sequence[str], device) -> torch.Tensor:

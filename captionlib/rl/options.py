@@ -15,6 +15,7 @@ from captionlib.rl import (
     ATTRIBUTE_INPUTS,
     ATTRIBUTE_SELECTIONS,
     RL_OBJECTIVES,
+    SAMPLE_LOGPROBS,
     SLE_DISTANCES,
     SLE_DIVERSITY_BASELINES,
 )
@@ -51,6 +52,11 @@ class RLOptions(TrainOptions):
         "shared", "greedy baseline: decode from the sampling pass's encoding (shared, the seed authors' code) or "
                   "re-encode in eval mode (separate)", PG, ("shared", "separate"))
     temperature: float = option(1.0, "sampling temperature", PG, valid="> 0")
+    sample_logprobs: str = option(
+        "loop", "scst, reinforce_plus, sle, ac, multitask: the samples' log-probabilities from the sampling loop "
+                "(loop: a backward pass through every decoding step) or recomputed by one teacher-forced decoder "
+                "pass over the samples drawn without gradients (recompute: one pass and one backward, as XE's; the "
+                "same samples, but decoder dropout draws other masks for the gradient)", PG, SAMPLE_LOGPROBS)
     entropy_weight: float = option(
         0.0, "scst, reinforce_plus: weight of the maximum-entropy regularization, SLL-ME (seed 001, table 2: 0.01; "
              "0: off)", PG, valid=">= 0")

@@ -12,6 +12,10 @@
 Loss = -mean over samples of (r - b) * sum_t log p(w_t | w_<t, x), i.e. minus a sample
 estimate of the gradient of the expected reward.
 
+The log-probabilities come from the sampling loop, or (``sample_logprobs: recompute``) from one
+teacher-forced decoder pass over the captions sampled without gradients
+(:func:`teacher_forced_logprobs`): the backward pass is then XE's instead of one per decoding step.
+
 * SLL-ME (``entropy_weight`` > 0; seed 001, table 2, after Mnih et al. 2016): the loss also
   subtracts ``entropy_weight`` x the mean over samples of sum_t H(p(. | w_<t, x)), the
   entropy of the policy at each step of the sampled caption (word-level exploration; the
@@ -24,7 +28,8 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch import nn
 
-from captionlib.decode.search import greedy_search, sample
+from captionlib.decode.search import SampleOutput, entropy, greedy_search, sample
+from captionlib.rl import SAMPLE_LOGPROBS
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
@@ -43,6 +48,37 @@ def mean_of_others(rewards: torch.Tensor) -> torch.Tensor:
     if n < 2:
         raise ValueError("the mean baseline needs at least 2 samples per clip")
     return (rewards.sum(1, keepdim=True) - rewards) / (n - 1)
+
+
+def teacher_forced_logprobs(model, v: torch.Tensor, out: SampleOutput, max_len: int) -> SampleOutput:
+    """``out`` with its log-probabilities and entropies recomputed by one teacher-forced pass of
+    the decoder over its tokens (``model.decoder.forward_teacher``, the pass XE trains), with
+    gradients, instead of the sampling loop's step by step.
+
+    The pass equals the loop's steps (the same inputs and weights) except for dropout: in train
+    mode it draws its own masks, so with decoder dropout the gradient is that of the sampled
+    captions under another draw of the dropout noise than the one they were sampled with.
+
+    Args:
+        model: a :class:`~captionlib.models.captioner.Captioner`.
+        v: (rows, embed) the embeddings ``out`` was sampled from (one row per sample; a
+            memory decoder's encoding likewise), with gradients.
+        out: :func:`~captionlib.decode.search.sample`'s output, e.g. drawn under ``no_grad``.
+        max_len: the ``max_len`` it was sampled with: a caption cut there ends in a forced eos,
+            whose log-probability is 0 (as in the loop).
+
+    Returns:
+        a :class:`~captionlib.decode.search.SampleOutput` with ``out``'s tokens, mask and
+        states, and the new ``logprobs`` and ``entropy`` (rows, length).
+    """
+    tokens, mask = out.tokens, out.mask
+    ys_in = tokens[:, :-1].masked_fill(tokens[:, :-1] == model.eos_id, 0)  # the caption so far, 0 after eos
+    logp = torch.log_softmax(model.decoder.forward_teacher(v, ys_in), dim=-1)  # (rows, length, vocab)
+    # positions after eos hold 0, the padding id, of log-prob -inf: read eos's there, then mask
+    lp = logp.gather(2, tokens.masked_fill(mask == 0, model.eos_id).unsqueeze(2)).squeeze(2) * mask
+    if tokens.size(1) == max_len:  # the last step's eos was forced: probability 1 under the truncated policy
+        lp = torch.cat([lp[:, :-1], torch.zeros_like(lp[:, -1:])], dim=1)
+    return SampleOutput(tokens=tokens, logprobs=lp, mask=mask, entropy=entropy(logp) * mask, states=out.states)
 
 
 def policy_gradient_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
@@ -70,21 +106,38 @@ class SampledObjective(nn.Module):
         baseline_encoding: where the greedy baseline's audio embedding comes from:
             ``shared`` (the sampling pass's, detached) or ``separate`` (a second, eval-mode
             encoder pass).
+        sample_logprobs: where :meth:`draw` takes the samples' log-probabilities from:
+            ``loop`` (the sampling loop, with gradients through every step) or ``recompute``
+            (samples drawn under ``no_grad``, then :func:`teacher_forced_logprobs`: one
+            decoder pass, whose backward is XE's, instead of one per step; the same samples).
 
     Raises:
-        ValueError: unknown ``baseline_encoding``.
+        ValueError: unknown ``baseline_encoding`` or ``sample_logprobs``.
     """
 
     def __init__(
         self, reward: Reward, tokenizer: Tokenizer, max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature, baseline_encoding: str = DEFAULTS.baseline_encoding,
+        sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
         super().__init__()
         if baseline_encoding not in BASELINE_ENCODINGS:
             raise ValueError(f"baseline_encoding must be one of {BASELINE_ENCODINGS}, got {baseline_encoding!r}")
+        if sample_logprobs not in SAMPLE_LOGPROBS:
+            raise ValueError(f"sample_logprobs must be one of {SAMPLE_LOGPROBS}, got {sample_logprobs!r}")
         self.reward, self.tokenizer = reward, tokenizer
         self.max_len, self.temperature = max_len, temperature
-        self.baseline_encoding = baseline_encoding
+        self.baseline_encoding, self.sample_logprobs = baseline_encoding, sample_logprobs
+
+    def draw(self, model, v: torch.Tensor) -> SampleOutput:
+        """One caption sampled per row of ``v`` (rows, embed), at ``temperature``, with
+        log-probabilities and entropies as ``sample_logprobs`` says (differentiable where
+        gradients are enabled)."""
+        if self.sample_logprobs == "loop":
+            return sample(model, v, self.max_len, temperature=self.temperature)
+        with torch.no_grad():
+            out = sample(model, v, self.max_len, temperature=self.temperature)
+        return teacher_forced_logprobs(model, v, out, self.max_len)
 
     def words(self, tokens: torch.Tensor) -> List[List[str]]:
         """Token id rows (batch, length) -> lists of words (cut at eos)."""
@@ -127,6 +180,7 @@ class PolicyGradient(SampledObjective):
         baseline_encoding: see :class:`SampledObjective`.
         entropy_weight: weight of the maximum-entropy term (SLL-ME, see the module
             docstring; 0: off).
+        sample_logprobs: see :class:`SampledObjective`.
 
     Raises:
         ValueError: unknown ``baseline``, ``mean`` with one sample, or a negative
@@ -136,6 +190,8 @@ class PolicyGradient(SampledObjective):
     row_sharded_randomness = True
     #: reads ``entropy_weight`` (``train_rl`` refuses it for objectives without this flag)
     entropy_regularized = True
+    #: reads ``sample_logprobs`` (``train_rl`` refuses ``recompute`` for objectives without this flag)
+    recomputes_logprobs = True
 
     def __init__(
         self,
@@ -147,8 +203,9 @@ class PolicyGradient(SampledObjective):
         temperature: float = DEFAULTS.temperature,
         baseline_encoding: str = DEFAULTS.baseline_encoding,
         entropy_weight: float = DEFAULTS.entropy_weight,
+        sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
-        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
+        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs)
         if entropy_weight < 0:
             raise ValueError(f"entropy_weight must be >= 0, got {entropy_weight}")
         self.entropy_weight = entropy_weight
@@ -162,13 +219,14 @@ class PolicyGradient(SampledObjective):
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
         """REINFORCE+ (``--rl_algo reinforce_plus``) from :class:`captionlib.rl.options.RLOptions`:
         ``num_samples``, ``baseline``, ``baseline_encoding``, ``max_len``, ``temperature``,
-        ``entropy_weight``.
+        ``entropy_weight``, ``sample_logprobs``.
 
         Raises:
-            ValueError: bad ``baseline``/``baseline_encoding``, or ``mean`` with one sample.
+            ValueError: bad ``baseline``/``baseline_encoding``/``sample_logprobs``, or ``mean``
+                with one sample.
         """
         return cls(reward, tokenizer, opts.num_samples, opts.baseline, opts.max_len, opts.temperature,
-                   opts.baseline_encoding, opts.entropy_weight)
+                   opts.baseline_encoding, opts.entropy_weight, opts.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
@@ -181,7 +239,7 @@ class PolicyGradient(SampledObjective):
         computed with gradients (so a multitask objective can share them)."""
         n = self.num_samples
         greedy_words = self.greedy_words(model, v, feats, lens) if self.baseline == "greedy" else []
-        out = sample(model, v.repeat_interleave(n, 0), self.max_len, temperature=self.temperature)
+        out = self.draw(model, v.repeat_interleave(n, 0))
         keys: List[str] = [c for c in clips for _ in range(n)]
         r_all = self.rewards(keys + clips[: len(greedy_words)], self.words(out.tokens) + greedy_words, v.device)
         r = r_all[: len(keys)].view(len(clips), n)
@@ -210,9 +268,9 @@ class SCST(PolicyGradient):
         other than 1/greedy are ignored with a warning.
 
         Raises:
-            ValueError: bad ``baseline_encoding``.
+            ValueError: bad ``baseline_encoding`` or ``sample_logprobs``.
         """
         if opts.num_samples != 1 or opts.baseline != "greedy":
             logging.warning("scst uses 1 sample and the greedy baseline; ignoring num_samples/baseline")
         return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, opts.baseline_encoding,
-                   opts.entropy_weight)
+                   opts.entropy_weight, opts.sample_logprobs)

@@ -79,7 +79,6 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 
-from captionlib.decode.search import sample
 from captionlib.metrics.bleu import pairwise_bleu
 from captionlib.rl import SLE_DISTANCES as DISTANCES
 from captionlib.rl import SLE_DIVERSITY_BASELINES as DIVERSITY_BASELINES
@@ -200,7 +199,7 @@ class SLE(SampledObjective):
     """Objective ``(model, (clip_ids, feats, feat_lens)) -> (loss, stats)`` of seed 001.
 
     Args:
-        reward, tokenizer, max_len, temperature, baseline_encoding: see
+        reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs: see
             :class:`SampledObjective` (reward = the paper's Delta, CIDEr-D by default).
         num_samples: ``s`` samples per clip (paper: 5); >= 2 (the diversity term needs pairs).
         alpha: weight of the precision term (paper: 0.75); ``alpha = 1`` is SCST with
@@ -226,6 +225,7 @@ class SLE(SampledObjective):
     """
 
     row_sharded_randomness = True  # the same random draws on every data-parallel rank
+    recomputes_logprobs = True  # reads sample_logprobs (see SampledObjective.draw)
 
     def __init__(
         self,
@@ -238,8 +238,9 @@ class SLE(SampledObjective):
         baseline_encoding: str = DEFAULTS.baseline_encoding,
         distance: str = "bleu34_sum",
         diversity_baseline: str = "leave_one_out",
+        sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
-        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding)
+        super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs)
         if num_samples < 2:
             raise ValueError(f"sle needs num_samples >= 2 (pairs of samples), got {num_samples}")
         if not 0.0 <= alpha <= 1.0:
@@ -253,7 +254,7 @@ class SLE(SampledObjective):
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":
         """SLE (``--rl_algo sle``) from :class:`captionlib.rl.options.RLOptions`: ``num_samples``,
         ``alpha`` (the class default, the paper's 0.75, when unset), ``sle_distance``, ``sle_diversity_baseline``,
-        ``baseline_encoding``, ``max_len``, ``temperature``.
+        ``baseline_encoding``, ``max_len``, ``temperature``, ``sample_logprobs``.
 
         Raises:
             ValueError: see the class.
@@ -262,6 +263,7 @@ class SLE(SampledObjective):
             reward, tokenizer, num_samples=opts.num_samples, **({} if opts.alpha is None else {"alpha": opts.alpha}),
             max_len=opts.max_len, temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
             distance=opts.sle_distance, diversity_baseline=opts.sle_diversity_baseline,
+            sample_logprobs=opts.sample_logprobs,
         )
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
@@ -269,7 +271,7 @@ class SLE(SampledObjective):
         s = self.num_samples
         v = model.encode(feats, lens)
         greedy_words = self.greedy_words(model, v, feats, lens)
-        out = sample(model, v.repeat_interleave(s, 0), self.max_len, temperature=self.temperature)
+        out = self.draw(model, v.repeat_interleave(s, 0))
         keys: List[str] = [c for c in clips for _ in range(s)]
         words = self.words(out.tokens)
         r_all = self.rewards(keys + clips, words + greedy_words, v.device)

@@ -51,12 +51,16 @@ def train_rl(opts: RLOptions) -> None:
 
     Raises:
         ValueError: an option outside its choices or range (one line naming it), e.g. an
-            unregistered ``rl_algo``, or ``entropy_weight`` for an objective that does not read it.
+            unregistered ``rl_algo``, or ``entropy_weight`` or ``sample_logprobs: recompute`` for an
+            objective that does not read it.
     """
     check_options(opts)
     cls = objective_class(opts.rl_algo)
     if opts.entropy_weight > 0 and not getattr(cls, "entropy_regularized", False):
         raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
+    if opts.sample_logprobs != "loop" and not getattr(cls, "recomputes_logprobs", False):
+        raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
+                         "(its samples' log-probabilities come from its own loop)")
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)

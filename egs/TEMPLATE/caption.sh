@@ -297,6 +297,13 @@ if [ ${#_train_sets[@]} -gt 1 ]; then
 else
     train_set=${_train_sets[0]}
 fi
+for _t in ${test_sets}; do
+    for _s in "${_train_sets[@]}"; do
+        if [ "${_t}" = "${_s}" ]; then
+            log "warning: test set ${_t} is also a training set (--train_sets \"${train_sets}\"): its scores are of data the models were trained on"
+        fi
+    done
+done
 # Every set that needs features, each once
 all_sets=$(echo "${train_set} ${valid_set} ${test_sets} ${xe_test_sets}" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd ' ' -)
 if [ "${token_type}" = bpe ]; then token_tag=bpe${nbpe}; else token_tag=word; fi

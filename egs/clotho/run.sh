@@ -6,6 +6,7 @@
 # Each seed paper's own system, e.g. CRNN-W/CRNN-E/CRNN-R of seed 000: ./run_preset.sh <preset>
 # (README.md: the presets, with a table per paper).
 # Several RL objectives in one go: --rl_algo "scst reinforce_plus sle ac mc_pg multitask".
+# Stage 0 checks --clotho_root and downloads Clotho where it is absent (./run.sh --stage 1 skips it).
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
@@ -21,6 +22,7 @@ while [ $# -gt 0 ]; do
 done
 
 ./caption.sh \
+    --stage 0 \
     --local_data_opts "--clotho_root ${clotho_root}" \
     --train_sets "development" --valid_set validation --test_sets "evaluation" \
     --feats_config conf/feats_logmel.yaml \

@@ -19,6 +19,9 @@ def test_bench_train_prints_its_table_bound_and_projection():
                    "XE update bound:", "projected full Clotho",
                    "beam 5: batched and per-clip outputs identical for 4/4 clips",
                    "| SCST update, padded batch | eager sampling |", "| REINFORCE+ (--decode_compile aot_eager) / XE",
+                   "| SCST update, padded batch | log-probs of the sampling loop |",
+                   "| SCST (--sample_logprobs recompute) / XE update",
+                   "| SCST (--decode_compile aot_eager, --sample_logprobs recompute) / XE update",
                    # egs/clotho's rl_unit caption: an SCST epoch of 3839 x 5 pairs in batches of 4
                    "SCST epochs of rl_unit caption", "SCST 4799 x"):
         assert needle in out.stdout, (needle, out.stdout)

@@ -158,7 +158,7 @@ def test_crlf_and_multiline_cells_keep_line_numbers(tmp_path):
     csv_path = root / "clotho_captions_validation.csv"
     with pytest.raises(ClothoPrepError) as e:
         prepare_clotho(root, "validation", tmp_path / "d")
-    assert f"{csv_path}:5: empty caption cell(s) caption_2" in str(e.value)  # header=1, a=2, b=3-4, c=5
+    assert f"{csv_path}:5: bad caption cell(s) for 'c.wav': caption_2: empty caption" in str(e.value)  # header=1, a=2, b=3-4, c=5
     prepare_clotho(root, "validation", tmp_path / "d", skip_bad=True)
     text = read_text(tmp_path / "d" / "text")
     assert text["clotho-validation-00002-1"] == "two lines"  # whitespace runs collapsed
@@ -174,6 +174,9 @@ def _bad_case(tmp_path, case):
         audio["bad clip.wav"] = FIX_WAV
     elif case == "punctuation_caption":
         bad_row = 'bad clip.wav,x,y,z,"... !?",w\n'
+        audio["bad clip.wav"] = FIX_WAV
+    elif case == "nul_caption":  # a NUL would split the word for the cleaner, not for the PTB tokenizer
+        bad_row = 'bad clip.wav,x,y,z,w,"a do\x00g barks"\n'
         audio["bad clip.wav"] = FIX_WAV
     elif case == "columns":
         bad_row = "bad clip.wav,x,y,z,w\n"
@@ -193,8 +196,9 @@ def _bad_case(tmp_path, case):
 
 
 BAD_CASES = {
-    "empty_caption": "empty caption cell(s) caption_3",
-    "punctuation_caption": "caption cell(s) caption_4 for 'bad clip.wav' have no words after cleaning",
+    "empty_caption": "bad caption cell(s) for 'bad clip.wav': caption_3: empty caption",
+    "punctuation_caption": "bad caption cell(s) for 'bad clip.wav': caption_4: caption has no words after cleaning",
+    "nul_caption": "caption_5: caption has a control character U+0000 at column 5: 'a do\\x00g barks'",
     "columns": "expected 6 columns, got 5",
     "duplicate": "duplicate file name 'good one.wav' (first on line 2)",
     "missing_audio": "audio file not found",

@@ -9,8 +9,8 @@
 # N sampled captions per clip, ids <clip-id>#<k>, for Div-1/Div-2/mBLEU-4; and output.*/text_nbest
 # into <decode_dir>/text_nbest with --nbest N > 0: the N best beam hypotheses, ids <clip-id>#<rank>).
 # <model-file> may be a comma-separated list: the models are decoded as a word-level ensemble.
-# A .done marker newer than the model file(s) and holding the same options makes re-running a
-# finished decode a no-op.
+# A .done marker newer than the model file(s) and holding the same options, decode config
+# contents and features makes re-running a finished decode a no-op.
 set -euo pipefail
 
 log() {
@@ -71,8 +71,14 @@ model_opts=()
 for f in "${model_files[@]}"; do
     model_opts+=(--model_file "${f}")
 done
-# The .done marker holds the options: a decode with other options is redone.
-_key="models=$1 decode_config=${decode_config} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples} nbest=${nbest}"
+# The .done marker holds the options, the decode config's contents and the features' checksum
+# (feats.scp and the dump's own .done): a decode with other options, an edited config or
+# re-dumped features is redone.
+[ -f "${decode_config}" ] || { log "Error: --decode_config ${decode_config} not found"; exit 1; }
+_config_md5=$(md5sum < "${decode_config}" | cut -d' ' -f1)
+_feats_md5=$({ cat "${feats_dir}/feats.scp"; if [ -f "${feats_dir}/.done" ]; then cat "${feats_dir}/.done"; fi; } \
+    | md5sum | cut -d' ' -f1)
+_key="models=$1 decode_config=${decode_config}:${_config_md5} decode_args=${decode_args} num_diversity_samples=${num_diversity_samples} nbest=${nbest} feats=${_feats_md5}"
 if [ "${ngpu}" -gt 0 ]; then
     _key+=" ngpu=${ngpu}"  # GPU kernels (cuDNN's TF32) may change the last digits, and with them a caption
 fi

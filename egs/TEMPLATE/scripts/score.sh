@@ -6,8 +6,8 @@
 # When <decode-dir>/text_samples exists (caption_decode --num_diversity_samples), it is passed as
 # --hyp_samples: score.json then also has CIDEr-D (samples), Div-1, Div-2 and mBLEU-4 (seed 001);
 # likewise <decode-dir>/text_nbest (caption_decode --nbest) as --hyp_nbest: Div-1/Div-2/mBLEU-4 (beams).
-# A .score.done marker (holding the metric options) newer than <decode-dir>/text (and text_samples)
-# makes re-running a no-op.
+# A .score.done marker (holding the metric options and the references' path and checksum) newer
+# than <decode-dir>/text (and text_samples) makes re-running a no-op.
 set -euo pipefail
 
 log() {
@@ -57,7 +57,10 @@ if [ -f "${dir}/text_nbest" ]; then
     nbest_opts=(--hyp_nbest "${dir}/text_nbest")
     [ "${dir}/text_nbest" -nt "${_newest}" ] && _newest=${dir}/text_nbest
 fi
-_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]}"
+[ -f "${ref_dir}/text" ] || { log "Error: ${ref_dir}/text not found (the references)"; exit 1; }
+# the references are part of the key: other or edited references are scored again
+_refs_md5=$(md5sum < "${ref_dir}/text" | cut -d' ' -f1)
+_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]} refs=${ref_dir}:${_refs_md5}"
 if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${_newest}" ] \
         && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
     log "${dir} is already scored (remove ${dir}/.score.done to redo)"

@@ -45,6 +45,10 @@ def test_read_scp_keeps_insertion_order(tmp_path):
         ("a 1\nonlykey\n", 2, "expected '<key> <value>'"),
         ("a 1\n\nb 2\n", 2, "empty line"),
         (" a 1\n", 1, "starts with whitespace"),
+        # a file cut short by a crash often ends in NUL bytes; a lone CR is no line break here
+        ("a 1\nb x\x00\x00\n", 2, "control character U+0000 at column 4"),
+        ("a 1\rb 2\n", 1, "control character U+000D at column 4"),
+        ("a 1\nb \x85x\n", 2, "control character U+0085 at column 3"),
     ],
 )
 def test_read_scp_errors_name_file_and_line(tmp_path, content, line, what):
@@ -53,6 +57,10 @@ def test_read_scp_errors_name_file_and_line(tmp_path, content, line, what):
         read_scp(p)
     assert f"{p}:{line}:" in str(e.value)
     assert what in str(e.value)
+
+
+def test_read_scp_accepts_tabs_and_crlf(tmp_path):
+    assert read_scp(_write(tmp_path / "text", "a\tx\ty\r\nb 2\r\n")) == {"a": "x\ty", "b": "2"}
 
 
 def test_read_scp_invalid_utf8(tmp_path):

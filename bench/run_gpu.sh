@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Every GPU measurement of the README's "Speed" section, in one command, on one GPU.
+#
+#   bench/run_gpu.sh [--part bench|pipeline|all] [--out DIR] [--work_dir DIR] [--scale S] [--python PY]
+#
+# --part bench (about 5 minutes on an H100):
+#   1. tests/captionlib/decode/test_compiled.py: the compiled sampling loop (CUDA graphs) against
+#      the eager one; its CUDA tests run only here;
+#   2. bench/bench_train.py --device cuda --decode_compile reduce-overhead (with
+#      TORCH_LOGS=perf_hints: inductor logs "skipping cudagraphs due to ..." where it declines
+#      to capture): XE / SCST / REINFORCE+ updates, eager and compiled; if it fails, the eager
+#      bench alone;
+#   3. bench/bench_frozen_encoder.py --device cuda.
+# --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true" on a
+#   corpus of --scale x Clotho's size (default 0.25; 4 GB of audio at 1.0) made in --work_dir
+#   (default DIR/pipeline), stages 1-8 (stage 9's METEOR and PTB
+#   tokenizer need Java; add --stop_stage 10 through PIPELINE_ARGS where the node has it).
+#
+# Each step's output goes to DIR/<step>.txt (default bench/out_gpu); a step that fails is
+# named at the end and the script exits 1, the other steps still run.
+# Where the node has no internet, install the project's Python packages from wheels first
+# (pip download ... --python-version X.Y on a connected machine, pip install --no-index there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+part=all
+out=bench/out_gpu
+work_dir=
+scale=0.25
+python=${PYTHON:-python3}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --part) part=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --work_dir) work_dir=$2; shift 2 ;;
+    --scale) scale=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    *) echo "$0: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+case "${part}" in bench|pipeline|all) ;; *) echo "$0: --part must be bench, pipeline or all, got ${part}" >&2; exit 2 ;; esac
+"${python}" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
+  || { echo "$0: ${python} sees no CUDA device (torch.cuda.is_available() is False)" >&2; exit 1; }
+mkdir -p "${out}"
+failed=()
+
+step() {  # step NAME COMMAND...: run it, its output to ${out}/NAME.txt and the terminal
+  local name=$1; shift
+  echo "== ${name}: $*"
+  local t0=${SECONDS}
+  if "$@" 2>&1 | tee "${out}/${name}.txt"; then
+    echo "== ${name}: done in $((SECONDS - t0)) s"
+    return 0
+  fi
+  echo "== ${name}: FAILED after $((SECONDS - t0)) s (see ${out}/${name}.txt)"
+  failed+=("${name}")
+  return 1
+}
+
+export PYTHONUNBUFFERED=1
+if [ "${part}" != pipeline ]; then
+  "${python}" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" | tee "${out}/device.txt"
+  step test_compiled "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_compiled.py
+  step bench_train env TORCH_LOGS=perf_hints "${python}" bench/bench_train.py --device cuda --skip_dump \
+      --reps 10 --decode_compile reduce-overhead \
+    || step bench_train_eager "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10
+  step bench_frozen_encoder "${python}" bench/bench_frozen_encoder.py --device cuda
+fi
+if [ "${part}" != bench ]; then
+  # shellcheck disable=SC2086
+  step bench_pipeline "${python}" bench/bench_pipeline.py --work_dir "${work_dir:-${out}/pipeline}" --scale "${scale}" \
+    --ngpu 1 --stop_stage 8 --recipe_args "--gpu_inference true" ${PIPELINE_ARGS:-}
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "$0: failed: ${failed[*]}" >&2
+  exit 1
+fi
