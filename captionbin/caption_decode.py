@@ -81,7 +81,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
             nbest=args.nbest, sample_top_k=args.sample_top_k,
         )
-    except (ValueError, FileNotFoundError) as e:  # FileNotFoundError: a missing model file or feats.scp
+    except (ValueError, OSError) as e:  # OSError: a missing model file or feats.scp, an output that cannot be written
         logging.error("%s", e)
         sys.exit(1)
 

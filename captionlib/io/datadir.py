@@ -24,9 +24,10 @@ import csv
 import io
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
+from captionlib.utils.fileio import atomic_open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -173,23 +174,13 @@ def _check_entry(path: PathLike, key: str, value: str) -> None:
 def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:
     """Write ``lines`` (each without newline) to ``path`` atomically.
 
-    The text goes to a temporary file in the same directory, which then replaces
-    ``path`` with :func:`os.replace`, so readers never see a half-written file.
+    The text (UTF-8) goes to a temporary file in the same directory, which then replaces
+    ``path``, so readers never see a half-written file (:func:`captionlib.utils.fileio.atomic_open`).
     """
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path) as f:
+        for line in lines:
+            f.write(line.encode("utf-8"))
+            f.write(b"\n")
 
 
 def write_scp(path: PathLike, mapping: Mapping[str, object]) -> None:

@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, KeysView, Optional
+from typing import Dict, Iterator, KeysView, Optional, Tuple
 
 import kaldiio
 import numpy as np
@@ -122,10 +122,14 @@ class FeatWriter:
             self.dim = int(arr.shape[1])
         elif arr.shape[1] != self.dim:
             raise ValueError(f"{key!r}: dimension {arr.shape[1]} differs from {self.dim} of earlier clips")
-        if self.filetype == "ark":
-            self._helper(key, arr)
-        else:
-            self._h5.create_dataset(key, data=arr)
+        try:
+            if self.filetype == "ark":
+                self._helper(key, arr)
+            else:
+                self._h5.create_dataset(key, data=arr)
+        except OSError as e:  # a full disk: name the file
+            raise OSError(e.errno, f"writing {self.data_path} (as {self._tmp_paths()[0]}): {e.strerror or e}") from e
+        if self.filetype != "ark":
             self._scp_lines.append(f"{key} {self.data_path}:{key}")
         self.num_frames[key] = int(arr.shape[0])
 
@@ -133,30 +137,39 @@ class FeatWriter:
         self.write(key, array)
 
     def close(self, commit: bool = True) -> None:
-        """Flush and close; with ``commit`` move the outputs to their final names."""
+        """Flush and close; with ``commit`` move the outputs to their final names. Without, or
+        when closing fails (a full disk), the temporary files are removed.
+
+        Raises:
+            OSError: the files could not be written, naming the data file.
+        """
         if self._closed:
             return
         self._closed = True
-        if self.filetype == "ark":
-            self._helper.close()
-            if commit:  # the scp lines point into the temporary ark: point them at its final name
+        try:
+            try:
+                (self._helper if self.filetype == "ark" else self._h5).close()
+            except OSError as e:  # its last writes: a full disk
+                raise OSError(e.errno, f"writing {self.data_path}: {e.strerror or e}") from e
+            if not commit:
+                return
+            if self.filetype == "ark":  # the scp lines point into the temporary ark: point them at its final name
                 lines = [f"{key} {self.data_path}{value[len(self._tmp_ark):]}" for key, value in
                          (line.split(" ", 1) for line in
                           Path(self._tmp_scp).read_text(encoding="utf-8").split("\n") if line)]
                 os.replace(self._tmp_ark, self.data_path)
                 write_lines_atomic(self.scp_path, lines)
-                os.unlink(self._tmp_scp)
             else:
-                for tmp in (self._tmp_ark, self._tmp_scp):
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-        else:
-            self._h5.close()
-            if commit:
                 os.replace(self._tmp_h5, self.data_path)
                 write_lines_atomic(self.scp_path, self._scp_lines)
-            elif os.path.exists(self._tmp_h5):
-                os.unlink(self._tmp_h5)
+        finally:
+            for tmp in self._tmp_paths():
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+
+    def _tmp_paths(self) -> Tuple[str, ...]:
+        """The temporary files written before :meth:`close` commits them."""
+        return (self._tmp_ark, self._tmp_scp) if self.filetype == "ark" else (self._tmp_h5,)
 
     def __enter__(self) -> "FeatWriter":
         return self

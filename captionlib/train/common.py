@@ -4,6 +4,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -202,8 +203,12 @@ def load_feats_stats(path: str) -> Dict[str, np.ndarray]:
     """Read ``feats_stats.npz`` (keys mean, std of shape (n_mels,)).
 
     Raises:
+        FileNotFoundError: no such file (naming stage 4, which writes it).
         ValueError: keys missing.
     """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: feature statistics not found (recipe stage 4 writes them: "
+                                "caption_compute_stats)")
     stats = np.load(path)
     for k in ("mean", "std"):
         if k not in stats:
@@ -222,10 +227,32 @@ def log_model(model: torch.nn.Module) -> None:
 
 def write_config(opts: TrainOptions) -> None:
     """Write the resolved options to ``<output_dir>/config.yaml`` (rank 0 alone under torchrun);
-    the file is a valid ``--config`` of the same binary."""
+    the file is a valid ``--config`` of the same binary.
+
+    A run that resumes (``latest.pth`` is there) with other options than the ``config.yaml`` it
+    left keeps that file as ``config.yaml.N`` (N = 1, 2, ...) and logs a warning naming each
+    changed option: the optimizer and scheduler states saved in ``latest.pth`` keep, e.g., the
+    old learning rate, so the new ``config.yaml`` alone would misdescribe the model.
+    """
     if rank_and_world()[0] > 0:
         return
-    atomic_write_text(Path(opts.output_dir) / "config.yaml", yaml.safe_dump(asdict(opts), sort_keys=False))
+    out = Path(opts.output_dir)
+    new = asdict(opts)
+    path = out / "config.yaml"
+    if (out / "latest.pth").is_file() and path.is_file():
+        old = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in dict.fromkeys([*old, *new])
+                   if old.get(k) != new.get(k)]
+        if changed:
+            n = 1
+            while (out / f"config.yaml.{n}").exists():
+                n += 1
+            os.replace(path, out / f"config.yaml.{n}")
+            logging.warning(
+                "%s resumes with other options than it started with (kept as config.yaml.%d): %s. The optimizer and "
+                "scheduler states of latest.pth keep their own values (e.g. the learning rate); remove %s to train "
+                "afresh with the new options", out, n, "; ".join(changed), out)
+    atomic_write_text(path, yaml.safe_dump(new, sort_keys=False))
 
 
 def fingerprint(source: Any) -> str:

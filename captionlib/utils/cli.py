@@ -12,10 +12,12 @@ import logging
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
+import threading
 import typing
-from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 import configargparse
 import yaml
@@ -206,11 +208,50 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
-    """configargparse's YAML config parser with :class:`UniqueKeyLoader`."""
+    """configargparse's YAML config parser with :class:`UniqueKeyLoader`, which keeps what its
+    base class lost: a mapping (``encoder_conf:``) is passed on as YAML instead of Python's
+    ``str()`` of it (which made ``1e-05`` a string and ``None`` the string 'None'), and a key
+    without a value (``lr:``, ``beam_size: null``) is left out as before (the option's default:
+    right where that is ``None``, as in the configs ``--print_config`` writes) but recorded in
+    :attr:`null_keys`, so that :func:`parse_args` refuses it where the default is something
+    else (a forgotten value used to become the default silently).
+    """
+
+    def __init__(self):
+        super().__init__()
+        #: ``(config file, key)`` of every key without a value, in the files parsed so far
+        self.null_keys: List[Tuple[str, str]] = []
 
     def _load_yaml(self):
         yaml_module, _, dumper = super()._load_yaml()
         return yaml_module, UniqueKeyLoader, dumper
+
+    def parse(self, stream):
+        """``{key: value}`` of a YAML config, as configargparse hands them to argparse.
+
+        Raises:
+            configargparse.ConfigFileParserException: a YAML error (its message names the file
+                and line), a key given twice, or a file that is not a mapping.
+        """
+        try:
+            raw = yaml.load(stream, Loader=UniqueKeyLoader)
+        except Exception as e:  # the base class's wrapping: configargparse reports it as a usage error
+            raise configargparse.ConfigFileParserException(f"Couldn't parse config file: {e}") from None
+        if not isinstance(raw, dict):
+            raise configargparse.ConfigFileParserException(
+                f"the config file {getattr(stream, 'name', 'stream')} does not hold 'key: value' pairs (a YAML "
+                f"mapping): it holds {type(raw).__name__}")
+        out = {}
+        for key, value in raw.items():
+            if value is None:
+                self.null_keys.append((getattr(stream, "name", "config"), key))
+            elif isinstance(value, dict):
+                out[key] = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2 ** 31).strip()
+            elif isinstance(value, list):
+                out[key] = value
+            else:
+                out[key] = str(value)
+        return out
 
 
 def get_base_parser(description: str) -> configargparse.ArgumentParser:
@@ -252,9 +293,19 @@ def parse_args(
     Handles ``--print_config``: prints the resolved options as YAML and exits 0.
     Then checks the ``required`` options (checked here rather than by argparse so that
     ``--print_config`` works alone; a missing one exits 2 with a usage message), sets up
-    logging at ``--log_level`` and logs the command line.
+    logging at ``--log_level``, makes SIGTERM exit cleanly (:func:`exit_on_sigterm`) and logs
+    the command line.
     """
+    config_parser = getattr(parser, "_config_file_parser", None)
+    if isinstance(config_parser, StrictYAMLConfigFileParser):
+        config_parser.null_keys.clear()
     args = parser.parse_args(cmd)
+    for path, key in getattr(config_parser, "null_keys", ()):
+        dest = key.lstrip("-").replace("-", "_")
+        default = parser.get_default(dest)
+        if default is not None and getattr(args, dest, None) == default:
+            parser.error(f"{path}: key {key!r} has no value (null): write its value, or leave the key out for "
+                         f"the default {default!r}")
     if args.print_config:
         print(yaml.safe_dump(config_dict(args), sort_keys=False), end="")
         sys.exit(0)
@@ -262,8 +313,25 @@ def parse_args(
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     setup_logging(args.log_level)
+    exit_on_sigterm()
     logging.info(get_commandline_args())
     return args
+
+
+def _raise_exit(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (a cluster's preemption or time limit: SLURM sends it before SIGKILL;
+    ``timeout``; ``run.pl`` stopping its jobs) end the process as Ctrl-C does, by raising
+    ``SystemExit(143)``: ``finally`` blocks run, so the experiment dir's ``.lock`` and the
+    temporary files of unfinished writes are removed, and a requeued job, on this node or
+    another, can resume. Python's default lets the signal kill the process with both left.
+    Called by :func:`parse_args`; does nothing outside the main thread (where signal handlers
+    cannot be set)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_exit)
 
 
 def config_dict(args: argparse.Namespace) -> Dict[str, Any]:

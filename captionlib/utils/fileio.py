@@ -50,13 +50,21 @@ class UnsafeFileError(ValueError):
         self.path, self.refused = path, refused
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``path`` for binary writing; when the block ends without
     an error it is flushed, fsynced and renamed to ``path`` (``os.replace``), otherwise removed.
 
     A crash never leaves a truncated file: readers see the old file or the new one. Parent
-    directories are created. A failed write (a full disk: ``OSError``, or torch's
+    directories are created. The file gets the mode that ``open`` would give it (0666 less the
+    umask), not ``mkstemp``'s 0600. A failed write (a full disk: ``OSError``, or torch's
     ``RuntimeError`` from its zip writer) is raised again naming ``path``.
 
     Example:
@@ -67,6 +75,7 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the group
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()

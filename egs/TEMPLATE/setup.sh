@@ -61,7 +61,7 @@ train_sets="train"
 valid_set="valid"
 test_sets="test"
 
-./caption.sh \
+exec ./caption.sh \
     --train_sets "${train_sets}" \
     --valid_set "${valid_set}" \
     --test_sets "${test_sets}" \

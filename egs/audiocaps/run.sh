@@ -20,17 +20,17 @@ skip_bad=false                # true: skip malformed CSV rows and unreadable aud
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --audiocaps_root|--audiocaps-root) audiocaps_root=$2; shift 2 ;;
-        --audio_dir|--audio-dir) audio_dir=$2; shift 2 ;;
-        --max_missing_fraction|--max-missing-fraction) max_missing_fraction=$2; shift 2 ;;
-        --skip_bad|--skip-bad) skip_bad=$2; shift 2 ;;
+        --audiocaps_root|--audiocaps-root) audiocaps_root=${2?"$1 needs a value"}; shift 2 ;;
+        --audio_dir|--audio-dir) audio_dir=${2?"$1 needs a value"}; shift 2 ;;
+        --max_missing_fraction|--max-missing-fraction) max_missing_fraction=${2?"$1 needs a value"}; shift 2 ;;
+        --skip_bad|--skip-bad) skip_bad=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 opts="--audiocaps_root ${audiocaps_root} --max_missing_fraction ${max_missing_fraction} --skip_bad ${skip_bad}"
 [ -z "${audio_dir}" ] || opts+=" --audio_dir ${audio_dir}"
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "${opts}" \
     --train_sets train --valid_set val --test_sets test \
     --feats_config conf/feats_logmel.yaml \

@@ -16,12 +16,12 @@ clotho_root=${CLOTHO}  # Clotho root (official layout); --clotho_root DIR overri
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --clotho_root|--clotho-root) clotho_root=$2; shift 2 ;;
+        --clotho_root|--clotho-root) clotho_root=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 
-./caption.sh \
+exec ./caption.sh \
     --stage 0 \
     --local_data_opts "--clotho_root ${clotho_root}" \
     --train_sets "development" --valid_set validation --test_sets "evaluation" \

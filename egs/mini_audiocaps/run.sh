@@ -8,7 +8,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "--audiocaps_root audiocaps_fixture --audio_dir audiocaps_fixture/audio --max_missing_fraction 0.2" \
     --train_sets train --valid_set val --test_sets test \
     --nj 2 --inference_nj 2 \

@@ -12,12 +12,12 @@ clotho_root=clotho_fixture  # Clotho-layout root; --clotho_root DIR overrides it
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --clotho_root|--clotho-root) clotho_root=$2; shift 2 ;;
+        --clotho_root|--clotho-root) clotho_root=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "--clotho_root ${clotho_root}" \
     --train_sets "development validation" --valid_set evaluation --test_sets "validation evaluation" \
     --nj 2 --inference_nj 2 \

@@ -7,7 +7,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "--msrvtt_root msrvtt_fixture --video_root msrvtt_fixture" \
     --train_sets train --valid_set val --test_sets test \
     --nj 2 --inference_nj 2 \

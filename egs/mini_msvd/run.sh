@@ -7,7 +7,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "--msvd_root msvd_fixture --video_root msvd_fixture/YouTubeClips --split_sizes 5,1,2" \
     --train_sets train --valid_set val --test_sets test \
     --nj 2 --inference_nj 2 \

@@ -7,7 +7,7 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "--tgif_root tgif_fixture/release --gif_root tgif_fixture/gifs --max_missing_fraction 0.2" \
     --train_sets train --valid_set val --test_sets test \
     --nj 2 --inference_nj 2 \

@@ -20,15 +20,15 @@ image_root=        # Directory with train2014/ val2014/ (needed by --feats_type 
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --coco_root|--coco-root) coco_root=$2; shift 2 ;;
-        --image_root|--image-root) image_root=$2; shift 2 ;;
+        --coco_root|--coco-root) coco_root=${2?"$1 needs a value"}; shift 2 ;;
+        --image_root|--image-root) image_root=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 data_opts="--coco_root ${coco_root}"
 [ -z "${image_root}" ] || data_opts+=" --image_root ${image_root}"
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "${data_opts}" \
     --train_sets train --valid_set val --test_sets test \
     --feats_type import \

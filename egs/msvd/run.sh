@@ -18,15 +18,15 @@ video_root=      # Directory with the videos (needed by --feats_type cnn); --vid
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --msvd_root|--msvd-root) msvd_root=$2; shift 2 ;;
-        --video_root|--video-root) video_root=$2; shift 2 ;;
+        --msvd_root|--msvd-root) msvd_root=${2?"$1 needs a value"}; shift 2 ;;
+        --video_root|--video-root) video_root=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 data_opts="--msvd_root ${msvd_root}"
 [ -z "${video_root}" ] || data_opts+=" --video_root ${video_root}"
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "${data_opts}" \
     --train_sets train --valid_set val --test_sets test \
     --feats_type import \

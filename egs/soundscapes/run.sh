@@ -18,7 +18,7 @@ cnn10=xe_train_xe_cnn10_logmel_word
 cnn10_pretrained=xe_train_xe_cnn10_pretrained_logmel_word
 compare="${cnn10}=${cnn10_pretrained} ${cnn10}/scst_train_scst_lr0.0001=${cnn10_pretrained}/scst_train_scst_lr0.0001"
 
-./caption.sh --stage 0 \
+exec ./caption.sh --stage 0 \
     --train_sets "development" --valid_set validation --test_sets evaluation --xe_test_sets evaluation_deaf \
     --nj 2 --inference_nj 2 \
     --feats_config conf/feats_logmel.yaml \

@@ -15,15 +15,15 @@ gif_root=          # The downloaded GIFs (empty: <tgif_root>/gifs); --gif_root D
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --tgif_root|--tgif-root) tgif_root=$2; shift 2 ;;
-        --gif_root|--gif-root) gif_root=$2; shift 2 ;;
+        --tgif_root|--tgif-root) tgif_root=${2?"$1 needs a value"}; shift 2 ;;
+        --gif_root|--gif-root) gif_root=${2?"$1 needs a value"}; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 data_opts="--tgif_root ${tgif_root}"
 [ -z "${gif_root}" ] || data_opts+=" --gif_root ${gif_root}"
 
-./caption.sh \
+exec ./caption.sh \
     --local_data_opts "${data_opts}" \
     --train_sets train --valid_set val --test_sets test \
     --feats_type cnn \

@@ -1,8 +1,10 @@
 """Tests of captionlib.io.feats: ark/HDF5 writers, the lazy reader, and ark -> h5 -> ark copies."""
 
+import errno
 import multiprocessing as mp
 import os
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -178,3 +180,26 @@ def test_reader_refuses_what_is_no_feature_matrix_naming_the_clip(tmp_path, data
     (tmp_path / "feats.scp").write_text(f"a {tmp_path / 'f.h5'}:a\n")
     with pytest.raises(ValueError, match=message):
         FeatReader(str(tmp_path / "feats.scp"))["a"]
+
+
+@pytest.mark.parametrize("filetype", ["ark", "hdf5"])
+def test_a_full_disk_at_close_names_the_file_and_leaves_no_temporary_files(tmp_path, filetype):
+    """The last buffered writes fail at close on a full disk: the error names the file, the
+    temporary files go, and the dump committed before stays whole."""
+    prefix = tmp_path / "feats.1"
+    with FeatWriter(prefix, filetype) as w:
+        w["a"] = np.ones((3, 4), np.float32)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match=rf"writing {re.escape(str(w.data_path))}: No space left on device"):
+        with FeatWriter(prefix, filetype) as w:
+            w["b"] = np.zeros((2, 4), np.float32)
+            if filetype == "ark":
+                w._helper.close = full
+            else:
+                w._h5.close()  # the file is closed for real; its close then fails as a full disk's would
+                w._h5 = type("H5", (), {"close": full})()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -75,3 +75,26 @@ def test_in_use_error_of_a_live_run_and_the_recorded_launcher_chain(tmp_path):
     finally:
         _stop(holder)
         launcher.wait(timeout=60)
+
+
+# A binary's start (parse_args), then the lock and an unfinished atomic write, then a wait.
+TERMINATED = ("import sys, time\nfrom captionlib.utils.cli import get_base_parser, parse_args\n"
+              "from captionlib.utils.fileio import atomic_open, exp_dir_lock\n"
+              "parse_args(get_base_parser('x'), [])\n"
+              "with exp_dir_lock(sys.argv[1]), atomic_open(sys.argv[1] + '/latest.pth') as f:\n"
+              "    f.write(b'half')\n    print('locked', flush=True)\n    time.sleep(60)\n")
+
+
+def test_sigterm_removes_the_lock_and_unfinished_files(tmp_path):
+    """SLURM preemption or a time limit sends SIGTERM: the trainer must leave no .lock (a requeue
+    on another node could not tell it stale) and no half-written checkpoint behind."""
+    exp = tmp_path / "exp"
+    p = subprocess.Popen([sys.executable, "-c", TERMINATED, str(exp)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "locked\n" and (exp / ".lock").exists()
+        assert [f.name for f in exp.iterdir() if f.name.endswith(".tmp")]
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 143
+    finally:
+        p.kill()
+    assert sorted(f.name for f in exp.iterdir()) == []

@@ -28,3 +28,20 @@ def test_text_with_a_file_name_that_is_not_utf8(tmp_path):
     name = os.fsdecode(b"caf\xe9.wav")
     atomic_write_text(tmp_path / "out.tsv", f"{name}\ta caption\n")
     assert (tmp_path / "out.tsv").read_bytes() == b"caf\xe9.wav\ta caption\n"
+
+
+def test_atomic_writes_get_the_mode_of_open(tmp_path):
+    """mkstemp's 0600 made every model, checkpoint and data-dir file unreadable to the group on a
+    shared cluster; the files get what open() gives (0666 less the umask), as the others do."""
+    from captionlib.io.datadir import write_scp
+
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "config.yaml", "a: 1\n")
+        write_scp(tmp_path / "wav.scp", {"c1": "/a.wav"})
+        with open(tmp_path / "plain", "w"):
+            pass
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"config.yaml": 0o640, "wav.scp": 0o640, "plain": 0o640}

@@ -1,0 +1,28 @@
+"""write_config on a resumed run: other options than the run started with are named in a warning,
+and the old config.yaml is kept (the optimizer state of latest.pth keeps the old learning rate, so
+the new file alone would misdescribe the model, and stage 10 packs it)."""
+
+import logging
+
+import yaml
+
+from captionlib.train.common import write_config
+from captionlib.train.options import XEOptions
+
+
+def test_changed_options_on_resume_are_named_and_the_old_config_kept(tmp_path, caplog):
+    out = tmp_path / "exp"
+    write_config(XEOptions(output_dir=str(out), lr=0.003))
+    write_config(XEOptions(output_dir=str(out), lr=0.05))  # nothing trained yet: a fresh start
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml"]
+    (out / "latest.pth").write_bytes(b"")
+    with caplog.at_level(logging.WARNING):
+        write_config(XEOptions(output_dir=str(out), lr=0.05))  # the same options: nothing to say
+        assert not caplog.records
+        write_config(XEOptions(output_dir=str(out), lr=0.1, max_epoch=30))
+    msg = caplog.records[-1].getMessage()
+    assert "lr: 0.05 -> 0.1" in msg and "max_epoch: 25 -> 30" in msg and "config.yaml.1" in msg
+    assert yaml.safe_load((out / "config.yaml.1").read_text())["lr"] == 0.05
+    assert yaml.safe_load((out / "config.yaml").read_text())["lr"] == 0.1
+    write_config(XEOptions(output_dir=str(out), lr=0.2))
+    assert (out / "config.yaml.2").is_file()
