@@ -159,6 +159,8 @@ class ActorCritic(SampledObjective):
     """
 
     recomputes_logprobs = True  # reads sample_logprobs (see SampledObjective.draw)
+    options_read = ("critic_warmup_steps", "num_samples", "ac_reward", "value_encoder", "embedding_size",
+                    "embedding_margin", "critic_lr", "sample_logprobs")
 
     def __init__(
         self,

@@ -99,6 +99,8 @@ class MonteCarloPG(SampledObjective):
         ValueError: ``num_rollouts < 1`` or ``num_samples < 1``.
     """
 
+    options_read = ("num_rollouts", "critic_lr")  # see captionlib.rl.options.OBJECTIVE_OPTIONS
+
     def __init__(
         self,
         reward: Reward,

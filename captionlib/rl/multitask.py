@@ -247,6 +247,8 @@ class MultiTask(PolicyGradient):
     """
 
     entropy_regularized = False  # the multitask loss does not read entropy_weight
+    options_read = ("num_samples", "baseline", "baseline_encoding", "alpha", "num_attributes", "attribute_selection",
+                    "attribute_input", "critic_lr", "sample_logprobs")
 
     def __init__(
         self,

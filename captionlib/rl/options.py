@@ -94,6 +94,14 @@ class RLOptions(TrainOptions):
     freeze_encoder: bool = option(False, "keep the audio encoder fixed", PG)
 
 
+#: The options that only some objectives read: each objective class names those it reads in its
+#: ``options_read``, and ``train_rl`` warns about the others when they are set (they are ignored).
+OBJECTIVE_OPTIONS = (
+    "num_samples", "baseline", "baseline_encoding", "sample_logprobs", "entropy_weight", "alpha", "num_rollouts",
+    "critic_warmup_steps", "ac_reward", "value_encoder", "embedding_size", "embedding_margin", "critic_lr",
+    "sle_distance", "sle_diversity_baseline", "num_attributes", "attribute_selection", "attribute_input",
+)
+
 #: The default options: what the objective classes take when a library caller leaves an option
 #: out (their signatures refer to these fields, so each default is written once, above).
 DEFAULTS = RLOptions()

@@ -192,6 +192,8 @@ class PolicyGradient(SampledObjective):
     entropy_regularized = True
     #: reads ``sample_logprobs`` (``train_rl`` refuses ``recompute`` for objectives without this flag)
     recomputes_logprobs = True
+    #: its options among :data:`captionlib.rl.options.OBJECTIVE_OPTIONS` (``train_rl`` warns about the others)
+    options_read = ("num_samples", "baseline", "baseline_encoding", "entropy_weight", "sample_logprobs")
 
     def __init__(
         self,

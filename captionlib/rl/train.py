@@ -15,13 +15,28 @@ import logging
 from captionlib.data.datasets import AudioRefsDataset, collate_clips
 from captionlib.models.captioner import load_model_file
 from captionlib.rl import objective_class
-from captionlib.rl.options import RLOptions
+from captionlib.rl.options import DEFAULTS, OBJECTIVE_OPTIONS, RLOptions
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import best_criteria, clip_validation, fit, log_model, run_inputs, write_config
 from captionlib.train.trainer import set_seed
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
+
+
+def warn_unread_options(opts: RLOptions, cls: type) -> None:
+    """Warn, naming them, about the options of :data:`~captionlib.rl.options.OBJECTIVE_OPTIONS`
+    set away from their defaults that the objective class ``cls`` does not read (its
+    ``options_read``; a class without that attribute, e.g. one registered by a user, is not
+    checked): e.g. ``--alpha`` with SCST, which used to be ignored silently."""
+    read = getattr(cls, "options_read", None)
+    if read is None:
+        return
+    unread = [f"{k}={getattr(opts, k)!r}" for k in OBJECTIVE_OPTIONS
+              if k not in read and getattr(opts, k) != getattr(DEFAULTS, k)]
+    if unread:
+        logging.warning("rl_algo %s does not read %s: ignored (its options: %s)", opts.rl_algo, ", ".join(unread),
+                        ", ".join(read))
 
 
 def train_rl(opts: RLOptions) -> None:
@@ -61,6 +76,7 @@ def train_rl(opts: RLOptions) -> None:
     if opts.sample_logprobs != "loop" and not getattr(cls, "recomputes_logprobs", False):
         raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
                          "(its samples' log-probabilities come from its own loop)")
+    warn_unread_options(opts, cls)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)

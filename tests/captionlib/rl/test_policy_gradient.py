@@ -142,3 +142,21 @@ def test_entropy_weight_is_refused_where_the_objective_does_not_read_it():
     with pytest.raises(ValueError, match="entropy_weight .SLL-ME. is for scst and reinforce_plus, not rl_algo sle"):
         train_rl(RLOptions(rl_algo="sle", entropy_weight=0.01, init_param="x.pth", cider_df="df.npz",
                            train_data_dir="d", valid_data_dir="d", output_dir="o"))
+
+
+def test_options_another_objective_reads_are_named_in_a_warning(caplog):
+    """--alpha or --num_rollouts with SCST were ignored silently."""
+    import logging
+
+    from captionlib.rl import RL_OBJECTIVES, objective_class
+    from captionlib.rl.options import OBJECTIVE_OPTIONS, RLOptions
+    from captionlib.rl.train import warn_unread_options
+
+    for name in RL_OBJECTIVES:  # every built-in objective says what it reads, all of it objective options
+        assert set(objective_class(name).options_read) <= set(OBJECTIVE_OPTIONS), name
+    with caplog.at_level(logging.WARNING):
+        warn_unread_options(RLOptions(rl_algo="sle", alpha=0.5, num_samples=5), objective_class("sle"))
+        assert not caplog.records
+        warn_unread_options(RLOptions(rl_algo="scst", alpha=0.5, num_rollouts=7), objective_class("scst"))
+    msg = caplog.records[-1].getMessage()
+    assert msg.startswith("rl_algo scst does not read alpha=0.5, num_rollouts=7: ignored"), msg
