@@ -2,6 +2,10 @@
 # Every GPU measurement of the README's "Speed" section, in one command, on one GPU.
 #
 #   bench/run_gpu.sh [--part bench|pipeline|all] [--out DIR] [--work_dir DIR] [--scale S] [--python PY]
+#                    [--data DIR]
+#
+# --data: the shared data dir (default: the benchmarks' own, ../shared/data beside the repo): clotho_subset and
+#   clotho_captions_v2.1 for bench_train, event_library and the captions for the pipeline.
 #
 # --part bench (about 5 minutes on an H100):
 #   1. tests/captionlib/decode/test_compiled.py: the compiled sampling loop (CUDA graphs) against
@@ -26,6 +30,7 @@ cd "$(dirname "$0")/.."
 part=all
 out=bench/out_gpu
 work_dir=
+data=
 scale=0.25
 python=${PYTHON:-python3}
 while [ $# -gt 0 ]; do
@@ -33,6 +38,7 @@ while [ $# -gt 0 ]; do
     --part) part=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --work_dir) work_dir=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
     --scale) scale=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     *) echo "$0: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
@@ -61,15 +67,19 @@ export PYTHONUNBUFFERED=1
 if [ "${part}" != pipeline ]; then
   "${python}" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" | tee "${out}/device.txt"
   step test_compiled "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_compiled.py
-  step bench_train env TORCH_LOGS=perf_hints "${python}" bench/bench_train.py --device cuda --skip_dump \
-      --reps 10 --decode_compile reduce-overhead \
-    || step bench_train_eager "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10
+  if ! step bench_train env TORCH_LOGS=perf_hints "${python}" bench/bench_train.py --device cuda --skip_dump \
+      --reps 10 --decode_compile reduce-overhead ${data:+--data "${data}"}; then
+    # without the compiled rows: the eager ones still measure --sample_logprobs recompute
+    step bench_train_eager "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
+      ${data:+--data "${data}"} && echo "== bench_train: the eager bench ran instead (see bench_train.txt for why)"
+  fi
   step bench_frozen_encoder "${python}" bench/bench_frozen_encoder.py --device cuda
 fi
 if [ "${part}" != bench ]; then
   # shellcheck disable=SC2086
   step bench_pipeline "${python}" bench/bench_pipeline.py --work_dir "${work_dir:-${out}/pipeline}" --scale "${scale}" \
-    --ngpu 1 --stop_stage 8 --recipe_args "--gpu_inference true" ${PIPELINE_ARGS:-}
+    --ngpu 1 --stop_stage 8 --recipe_args "--gpu_inference true" \
+    ${data:+--event_root "${data}/event_library" --captions_dir "${data}/clotho_captions_v2.1"} ${PIPELINE_ARGS:-}
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "$0: failed: ${failed[*]}" >&2

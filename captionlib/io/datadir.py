@@ -169,6 +169,9 @@ def _check_entry(path: PathLike, key: str, value: str) -> None:
         raise ValueError(f"{path}: key {key!r} is empty or contains whitespace")
     if "\n" in value or "\r" in value:
         raise ValueError(f"{path}: value of {key!r} contains a newline: {value!r}")
+    problem = control_problem(key) or control_problem(value)
+    if problem:  # read_scp would refuse the file
+        raise ValueError(f"{path}: entry {key!r} holds a {problem} of the key or value: {value!r}")
 
 
 def write_lines_atomic(path: PathLike, lines: Iterable[str]) -> None:

@@ -150,6 +150,8 @@ class FeatWriter:
             try:
                 (self._helper if self.filetype == "ark" else self._h5).close()
             except OSError as e:  # its last writes: a full disk
+                if not commit:  # closing after another error: that one is the one to see
+                    return
                 raise OSError(e.errno, f"writing {self.data_path}: {e.strerror or e}") from e
             if not commit:
                 return

@@ -33,6 +33,7 @@ from captionlib.rl import SAMPLE_LOGPROBS
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.utils.distributed import pad_to_global, row_sharded
 
 BASELINE_ENCODINGS = ("shared", "separate")
 
@@ -71,14 +72,19 @@ def teacher_forced_logprobs(model, v: torch.Tensor, out: SampleOutput, max_len: 
         a :class:`~captionlib.decode.search.SampleOutput` with ``out``'s tokens, mask and
         states, and the new ``logprobs`` and ``entropy`` (rows, length).
     """
-    tokens, mask = out.tokens, out.mask
+    width = out.tokens.size(1)
+    # data-parallel ranks trim their samples to their own longest caption (sample's sync_every):
+    # padded to the longest over the ranks, the pass's dropout draws rows of the same one-process
+    # mask (row_sharded_randomness), so the ranks' generators stay in step
+    tokens, mask = pad_to_global((out.tokens, out.mask)) if row_sharded() else (out.tokens, out.mask)
     ys_in = tokens[:, :-1].masked_fill(tokens[:, :-1] == model.eos_id, 0)  # the caption so far, 0 after eos
-    logp = torch.log_softmax(model.decoder.forward_teacher(v, ys_in), dim=-1)  # (rows, length, vocab)
+    logp = torch.log_softmax(model.decoder.forward_teacher(v, ys_in), dim=-1)[:, :width]  # (rows, length, vocab)
     # positions after eos hold 0, the padding id, of log-prob -inf: read eos's there, then mask
-    lp = logp.gather(2, tokens.masked_fill(mask == 0, model.eos_id).unsqueeze(2)).squeeze(2) * mask
-    if tokens.size(1) == max_len:  # the last step's eos was forced: probability 1 under the truncated policy
+    lp = logp.gather(2, out.tokens.masked_fill(out.mask == 0, model.eos_id).unsqueeze(2)).squeeze(2) * out.mask
+    if width == max_len:  # the last step's eos was forced: probability 1 under the truncated policy
         lp = torch.cat([lp[:, :-1], torch.zeros_like(lp[:, -1:])], dim=1)
-    return SampleOutput(tokens=tokens, logprobs=lp, mask=mask, entropy=entropy(logp) * mask, states=out.states)
+    return SampleOutput(tokens=out.tokens, logprobs=lp, mask=out.mask, entropy=entropy(logp) * out.mask,
+                        states=out.states)
 
 
 def policy_gradient_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:

@@ -225,6 +225,10 @@ def log_model(model: torch.nn.Module) -> None:
     )
 
 
+#: options that change how a run runs, not what it trains (write_config does not count them as changes)
+RUNTIME_OPTIONS = ("dry_run", "num_workers", "ngpu", "log_level", "print_config", "config")
+
+
 def write_config(opts: TrainOptions) -> None:
     """Write the resolved options to ``<output_dir>/config.yaml`` (rank 0 alone under torchrun);
     the file is a valid ``--config`` of the same binary.
@@ -241,8 +245,10 @@ def write_config(opts: TrainOptions) -> None:
     path = out / "config.yaml"
     if (out / "latest.pth").is_file() and path.is_file():
         old = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        defaults = asdict(type(opts)())
+        # an option added since the file was written counts as unchanged at its default
         changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in dict.fromkeys([*old, *new])
-                   if old.get(k) != new.get(k)]
+                   if k not in RUNTIME_OPTIONS and old.get(k, defaults.get(k)) != new.get(k)]
         if changed:
             n = 1
             while (out / f"config.yaml.{n}").exists():

@@ -293,17 +293,19 @@ def parse_args(
     Handles ``--print_config``: prints the resolved options as YAML and exits 0.
     Then checks the ``required`` options (checked here rather than by argparse so that
     ``--print_config`` works alone; a missing one exits 2 with a usage message), sets up
-    logging at ``--log_level``, makes SIGTERM exit cleanly (:func:`exit_on_sigterm`) and logs
-    the command line.
+    logging at ``--log_level``, makes SIGTERM exit cleanly when ``cmd`` is ``None`` (the
+    process's own command line: :func:`exit_on_sigterm`) and logs the command line.
     """
     config_parser = getattr(parser, "_config_file_parser", None)
     if isinstance(config_parser, StrictYAMLConfigFileParser):
         config_parser.null_keys.clear()
     args = parser.parse_args(cmd)
+    given = list(sys.argv[1:] if cmd is None else cmd)
     for path, key in getattr(config_parser, "null_keys", ()):
-        dest = key.lstrip("-").replace("-", "_")
+        dest = str(key).lstrip("-").replace("-", "_")
         default = parser.get_default(dest)
-        if default is not None and getattr(args, dest, None) == default:
+        on_command_line = any(a == f"--{dest}" or a.startswith(f"--{dest}=") for a in given)
+        if default is not None and not on_command_line and getattr(args, dest, None) == default:
             parser.error(f"{path}: key {key!r} has no value (null): write its value, or leave the key out for "
                          f"the default {default!r}")
     if args.print_config:
@@ -313,7 +315,8 @@ def parse_args(
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     setup_logging(args.log_level)
-    exit_on_sigterm()
+    if cmd is None:  # a process of its own (python -m captionbin.X), not a caller's main([...])
+        exit_on_sigterm()
     logging.info(get_commandline_args())
     return args
 
@@ -328,7 +331,7 @@ def exit_on_sigterm() -> None:
     ``SystemExit(143)``: ``finally`` blocks run, so the experiment dir's ``.lock`` and the
     temporary files of unfinished writes are removed, and a requeued job, on this node or
     another, can resume. Python's default lets the signal kill the process with both left.
-    Called by :func:`parse_args`; does nothing outside the main thread (where signal handlers
+    Called by :func:`parse_args` for a process's own command line; does nothing outside the main thread (where signal handlers
     cannot be set)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_exit)

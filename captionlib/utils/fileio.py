@@ -50,11 +50,15 @@ class UnsafeFileError(ValueError):
         self.path, self.refused = path, refused
 
 
-def _umask() -> int:
-    """The process's file-creation mask (read by setting it and setting it back)."""
+def _read_umask() -> int:
+    """The process's file-creation mask (read by setting it and setting it back: done once, at
+    import, as it is not thread-safe)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()
 
 
 @contextlib.contextmanager
@@ -64,7 +68,7 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
 
     A crash never leaves a truncated file: readers see the old file or the new one. Parent
     directories are created. The file gets the mode that ``open`` would give it (0666 less the
-    umask), not ``mkstemp``'s 0600. A failed write (a full disk: ``OSError``, or torch's
+    umask the process had when this module was imported), not ``mkstemp``'s 0600. A failed write (a full disk: ``OSError``, or torch's
     ``RuntimeError`` from its zip writer) is raised again naming ``path``.
 
     Example:
@@ -75,7 +79,10 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the group
+        try:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide the file from the group
+        except OSError:  # a file system without modes (vfat, some CIFS mounts)
+            pass
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()

@@ -59,6 +59,11 @@ def test_read_scp_errors_name_file_and_line(tmp_path, content, line, what):
     assert what in str(e.value)
 
 
+def test_write_scp_refuses_what_read_scp_would(tmp_path):
+    with pytest.raises(ValueError, match=r"entry 'c1' holds a control character U\+0000"):
+        write_scp(tmp_path / "text", {"c1": "a do\x00g"})
+
+
 def test_read_scp_accepts_tabs_and_crlf(tmp_path):
     assert read_scp(_write(tmp_path / "text", "a\tx\ty\r\nb 2\r\n")) == {"a": "x\ty", "b": "2"}
 

@@ -26,3 +26,15 @@ def test_changed_options_on_resume_are_named_and_the_old_config_kept(tmp_path, c
     assert yaml.safe_load((out / "config.yaml").read_text())["lr"] == 0.1
     write_config(XEOptions(output_dir=str(out), lr=0.2))
     assert (out / "config.yaml.2").is_file()
+
+
+def test_options_added_since_or_runtime_ones_are_no_change(tmp_path, caplog):
+    out = tmp_path / "exp"
+    write_config(XEOptions(output_dir=str(out)))
+    (out / "latest.pth").write_bytes(b"")
+    old = yaml.safe_load((out / "config.yaml").read_text())
+    del old["decode_compile"]  # a file written before the option existed
+    (out / "config.yaml").write_text(yaml.safe_dump(old))
+    with caplog.at_level(logging.WARNING):
+        write_config(XEOptions(output_dir=str(out), num_workers=4, dry_run=True))
+    assert not caplog.records and sorted(p.name for p in out.iterdir()) == ["config.yaml", "latest.pth"]

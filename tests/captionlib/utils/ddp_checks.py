@@ -126,8 +126,39 @@ def check_padding_and_reduction():
     assert du.broadcast_object({"rank": RANK}) == {"rank": 0}
 
 
+def check_recomputed_logprobs_of_trimmed_samples():
+    """--sample_logprobs recompute: off the CPU each rank trims its samples to its own longest
+    caption; the teacher-forced pass must still draw the one-process dropout masks."""
+    from captionlib.decode.search import SampleOutput
+    from captionlib.models.captioner import Captioner
+    from captionlib.rl.policy_gradient import teacher_forced_logprobs
+
+    torch.manual_seed(5)
+    model = Captioner(9, decoder_conf={"hidden_size": 8, "dropout": 0.3}, encoder_conf={"dropout": 0.0}).train()
+    v = torch.randn(5, model.embed_size)
+    lengths = [6, 4, 5, 3, 2]  # rank 0's captions run to 6 tokens, rank 1's to 3
+    tokens = torch.zeros(5, 6, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        tokens[i, : n - 1] = torch.arange(1, n)
+        tokens[i, n - 1] = model.eos_id
+    mask = (torch.arange(6)[None] < torch.tensor(lengths)[:, None]).float()
+    torch.manual_seed(6)
+    ref = teacher_forced_logprobs(model, v, SampleOutput(tokens, None, mask, None), 6)
+    width = max(lengths[BLOCK])
+    mine = SampleOutput(tokens[BLOCK, :width], None, mask[BLOCK, :width], None)
+    torch.manual_seed(6)
+    with du.row_sharded_randomness():
+        out = teacher_forced_logprobs(model, v[BLOCK], mine, 6)
+    close(out.logprobs, ref.logprobs[BLOCK, :width].detach())
+    close(out.entropy, ref.entropy[BLOCK, :width].detach())
+    after = [torch.zeros(1), torch.zeros(1)]
+    dist.all_gather(after, torch.rand(1))
+    assert torch.equal(*after)  # the generators stay in step
+
+
 check_batchnorm()
 check_random_draws()
+check_recomputed_logprobs_of_trimmed_samples()
 check_padding_and_reduction()
 du.barrier()
 if RANK == 0:

@@ -57,6 +57,7 @@ def test_a_key_without_value_is_not_the_default(tmp_path, capsys):
     conf = tmp_path / "train.yaml"
     conf.write_text("lr:\n")  # given on the command line: nothing is lost
     assert parse_args(train_parser(), ["--config", str(conf), "--lr", "0.1"]).lr == 0.1
+    assert parse_args(train_parser(), ["--config", str(conf), "--lr", "0.0005"]).lr == 0.0005  # even the default
 
 
 def test_nested_mappings_keep_their_yaml_types(tmp_path):

@@ -80,8 +80,9 @@ def test_in_use_error_of_a_live_run_and_the_recorded_launcher_chain(tmp_path):
 # A binary's start (parse_args), then the lock and an unfinished atomic write, then a wait.
 TERMINATED = ("import sys, time\nfrom captionlib.utils.cli import get_base_parser, parse_args\n"
               "from captionlib.utils.fileio import atomic_open, exp_dir_lock\n"
-              "parse_args(get_base_parser('x'), [])\n"
-              "with exp_dir_lock(sys.argv[1]), atomic_open(sys.argv[1] + '/latest.pth') as f:\n"
+              "exp, sys.argv = sys.argv[1], sys.argv[:1]\n"
+              "parse_args(get_base_parser('x'))  # the process's own command line\n"
+              "with exp_dir_lock(exp), atomic_open(exp + '/latest.pth') as f:\n"
               "    f.write(b'half')\n    print('locked', flush=True)\n    time.sleep(60)\n")
 
 
