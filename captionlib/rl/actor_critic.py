@@ -158,7 +158,6 @@ class ActorCritic(SampledObjective):
             ``embedding_margin``, or the embedding reward with a ``reward`` without ``refs``.
     """
 
-    recomputes_logprobs = True  # reads sample_logprobs (see SampledObjective.draw)
     options_read = ("critic_warmup_steps", "num_samples", "ac_reward", "value_encoder", "embedding_size",
                     "embedding_margin", "critic_lr", "sample_logprobs")
 

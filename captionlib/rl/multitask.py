@@ -246,7 +246,6 @@ class MultiTask(PolicyGradient):
         KeyError: at ``forward``, a clip absent from ``train_refs``.
     """
 
-    entropy_regularized = False  # the multitask loss does not read entropy_weight
     options_read = ("num_samples", "baseline", "baseline_encoding", "alpha", "num_attributes", "attribute_selection",
                     "attribute_input", "critic_lr", "sample_logprobs")
 

@@ -194,11 +194,8 @@ class PolicyGradient(SampledObjective):
     """
 
     row_sharded_randomness = True
-    #: reads ``entropy_weight`` (``train_rl`` refuses it for objectives without this flag)
-    entropy_regularized = True
-    #: reads ``sample_logprobs`` (``train_rl`` refuses ``recompute`` for objectives without this flag)
-    recomputes_logprobs = True
-    #: its options among :data:`captionlib.rl.options.OBJECTIVE_OPTIONS` (``train_rl`` warns about the others)
+    #: its options among :data:`captionlib.rl.options.OBJECTIVE_OPTIONS`: ``train_rl`` warns about the
+    #: others, and refuses ``entropy_weight`` and ``sample_logprobs: recompute`` where they are not read
     options_read = ("num_samples", "baseline", "baseline_encoding", "entropy_weight", "sample_logprobs")
 
     def __init__(

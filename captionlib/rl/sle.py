@@ -225,7 +225,6 @@ class SLE(SampledObjective):
     """
 
     row_sharded_randomness = True  # the same random draws on every data-parallel rank
-    recomputes_logprobs = True  # reads sample_logprobs (see SampledObjective.draw)
     options_read = ("num_samples", "alpha", "baseline_encoding", "sle_distance", "sle_diversity_baseline",
                     "sample_logprobs")
 

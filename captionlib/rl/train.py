@@ -71,9 +71,10 @@ def train_rl(opts: RLOptions) -> None:
     """
     check_options(opts)
     cls = objective_class(opts.rl_algo)
-    if opts.entropy_weight > 0 and not getattr(cls, "entropy_regularized", False):
+    read = getattr(cls, "options_read", ())
+    if opts.entropy_weight > 0 and "entropy_weight" not in read:
         raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
-    if opts.sample_logprobs != "loop" and not getattr(cls, "recomputes_logprobs", False):
+    if opts.sample_logprobs != "loop" and "sample_logprobs" not in read:
         raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
                          "(its samples' log-probabilities come from its own loop)")
     warn_unread_options(opts, cls)

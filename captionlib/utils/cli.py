@@ -222,10 +222,6 @@ class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
         #: ``(config file, key)`` of every key without a value, in the files parsed so far
         self.null_keys: List[Tuple[str, str]] = []
 
-    def _load_yaml(self):
-        yaml_module, _, dumper = super()._load_yaml()
-        return yaml_module, UniqueKeyLoader, dumper
-
     def parse(self, stream):
         """``{key: value}`` of a YAML config, as configargparse hands them to argparse.
 
