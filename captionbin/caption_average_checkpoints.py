@@ -9,6 +9,8 @@ Usage:
     # -> exp/xe_train_xe_logmel_word/valid.bleu_4.ave_5best.pth for a bleu_4-selected XE run
 """
 
+import logging
+import sys
 from typing import Optional, Sequence
 
 from captionlib.utils.cli import get_base_parser, parse_args
@@ -32,15 +34,17 @@ def get_parser():
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_average_checkpoints."""
     args = parse_args(get_parser(), cmd)
-    import logging
-
     from captionlib.train import SELECTION_MODES
     from captionlib.train.average import average_checkpoints, kept_by
 
-    metric = args.metric or kept_by(args.exp_dir)
-    mode = args.mode or SELECTION_MODES.get(metric, "max")
-    output = args.output or f"{args.exp_dir}/valid.{metric}.ave_{args.nbest}best.pth"
-    average_checkpoints(args.exp_dir, output, metric, args.nbest, mode)
+    try:
+        metric = args.metric or kept_by(args.exp_dir)
+        mode = args.mode or SELECTION_MODES.get(metric, "max")
+        output = args.output or f"{args.exp_dir}/valid.{metric}.ave_{args.nbest}best.pth"
+        average_checkpoints(args.exp_dir, output, metric, args.nbest, mode)
+    except (ValueError, OSError) as e:  # OSError: no history.json (a dir not trained yet), a missing epoch file
+        logging.error("%s", e)
+        sys.exit(1)
     logging.info("wrote %s", output)
 
 

@@ -6,6 +6,7 @@ averaging, RL and ensembles need no other file.
 """
 
 import copy
+import inspect
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -90,24 +91,25 @@ class Captioner(nn.Module):
         self.register_buffer("feats_std", torch.ones(feats_dim))
         enc_conf = dict(encoder_conf or {})
         stack_conf = enc_conf.pop("transformer", None)
-        self.encoder = ENCODERS[encoder](feats_dim, **enc_conf)
+        self.encoder = _construct(ENCODERS[encoder], f"encoder_conf (encoder {encoder!r})", feats_dim, **enc_conf)
         self.encoder_stack = None
         if stack_conf is not None:
             if not isinstance(stack_conf, dict):
                 raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
-            self.encoder_stack = TransformerEncoderStack(self.encoder.output_size, **stack_conf)
+            self.encoder_stack = _construct(TransformerEncoderStack, "encoder_conf.transformer", self.encoder.output_size,
+                                            **stack_conf)
         #: size of the clip vector ``v`` and of the frame outputs (the stack's when there is one)
         self.embed_size = (self.encoder_stack or self.encoder).output_size
         dec_conf = dict(decoder_conf or {})
         self.uses_memory = bool(getattr(DECODERS[decoder], "uses_memory", False))
         dec_conf.setdefault("memory_size" if self.uses_memory else "embed_size", self.embed_size)
-        self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
+        self.decoder = _construct(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", vocab_size, **dec_conf)
         self.freeze_encoder = False  # training option (not saved): see train()
         self.specaug = None
         if specaug_conf:
             from captionlib.audio.specaug import SpecAugment
 
-            self.specaug = SpecAugment(**specaug_conf)
+            self.specaug = _construct(SpecAugment, "specaug_conf", **specaug_conf)
 
     def train(self, mode: bool = True) -> "Captioner":
         """Set training mode; a frozen encoder (``freeze_encoder = True``, with its
@@ -246,6 +248,23 @@ def xe_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float 
 def count_parameters(module: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def _construct(cls: type, conf_name: str, *args, **conf) -> Any:
+    """``cls(*args, **conf)``, where ``conf`` is the mapping a config gave as ``conf_name``.
+
+    Raises:
+        ValueError: a key of ``conf`` that ``cls`` does not take, naming ``conf_name`` and
+            listing the keys it takes (Python's TypeError named neither).
+    """
+    params = inspect.signature(cls).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        taken = [n for n, p in list(params.items())[len(args):] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = [k for k in conf if k not in taken]
+        if unknown:
+            raise ValueError(f"{conf_name}: unknown key(s) {', '.join(map(repr, unknown))} of {cls.__name__}; "
+                             f"its keys: {', '.join(taken)}")
+    return cls(*args, **conf)
 
 
 def build_model(model_conf: Dict[str, Any]) -> Captioner:

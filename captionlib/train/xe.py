@@ -328,7 +328,7 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
     }
     try:
         model = build_model(model_conf)
-    except TypeError as e:  # an unknown key of encoder_conf / decoder_conf / specaug_conf
+    except TypeError as e:  # a value of the wrong type in encoder_conf / decoder_conf / specaug_conf
         raise ValueError(f"encoder {opts.encoder!r} / decoder {opts.decoder!r}: {e}") from None
     if training.pretrained:
         load_pretrained_encoder(model, opts.encoder, training.pretrained, opts.train_data_dir)

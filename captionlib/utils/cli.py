@@ -9,6 +9,7 @@ its command line first with :func:`setup_logging` + :func:`get_commandline_args`
 import argparse
 import dataclasses
 import logging
+import math
 import os
 import re
 import shlex
@@ -69,16 +70,32 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     return out
 
 
+def finite_float(value: str) -> float:
+    """Parse a float for argparse, refusing ``nan`` and ``inf`` (``lr: .inf`` used to pass every
+    ``> 0`` check and train nothing).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not a finite one.
+    """
+    try:
+        out = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {value!r}") from None
+    if not math.isfinite(out):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    return out
+
+
 def float_or_none(value: str) -> Optional[float]:
-    """Parse a float, or ``none``/``null`` to ``None``."""
+    """Parse a finite float (:func:`finite_float`), or ``none``/``null`` to ``None``."""
     if str(value).strip().lower() in ("none", "null", ""):
         return None
-    return float(value)
+    return finite_float(value)
 
 
 #: argparse ``type`` of each option field annotation (see :func:`add_options`).
 OPTION_TYPES = {
-    int: int, float: float, str: str, bool: str2bool,
+    int: int, float: finite_float, str: str, bool: str2bool,
     Optional[int]: int_or_none, Optional[float]: float_or_none, Optional[str]: str_or_none,
     Dict[str, Any]: yaml_dict,
 }
@@ -250,6 +267,39 @@ class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
         return out
 
 
+class ArgumentParser(configargparse.ArgumentParser):
+    """configargparse's parser whose usage errors name the config file of the key they are
+    about: ``train.yaml: argument --lr: invalid float value: 'abc'`` rather than a message
+    about an option that is on no command line, and ``unrecognized arguments: --lrr=1`` becomes
+    ``train.yaml: unknown key 'lrr'``."""
+
+    def config_key_files(self) -> Dict[str, str]:
+        """``{key: config file}`` of the keys the last parse took from config files (a key given
+        on the command line as well is not among them)."""
+        out: Dict[str, str] = {}
+        for source, settings in self.get_source_to_settings_dict().items():
+            kind, _, label = source.partition("|")
+            if kind == "config_file":
+                for key in settings:
+                    out.setdefault(str(key), label)
+        return out
+
+    def error(self, message: str):
+        """Exit 2 with the usage and ``message``, prefixed with the config file of its key."""
+        files = self.config_key_files()
+        m = re.match(r"argument --(\w+)|(\w+) must be ", message)
+        key = m and (m[1] or m[2])
+        if key in files:
+            message = f"{files[key]}: {message}"
+        elif message.startswith("unrecognized arguments: "):
+            words = message[len("unrecognized arguments: "):].split()
+            keys = [(w, w[2:].split("=", 1)[0]) for w in words]
+            unknown = [f"{files[k]}: unknown key {k!r}" for w, k in keys if w.startswith("--") and k in files]
+            rest = [w for w, k in keys if not (w.startswith("--") and k in files)]
+            message = "; ".join(unknown + ([f"unrecognized arguments: {' '.join(rest)}"] if rest else []))
+        super().error(message)
+
+
 def get_base_parser(description: str) -> configargparse.ArgumentParser:
     """Create a parser with ``--config`` (YAML), ``--print_config`` and ``--log_level``.
 
@@ -257,10 +307,11 @@ def get_base_parser(description: str) -> configargparse.ArgumentParser:
         description: shown by ``--help``.
 
     Returns:
-        A ``configargparse.ArgumentParser`` whose YAML keys use underscores; options are
-        never abbreviated and a YAML key given twice is an error.
+        An :class:`ArgumentParser` whose YAML keys use underscores; options are never
+        abbreviated, a YAML key given twice is an error, and an error about a key of the
+        config file names the file.
     """
-    parser = configargparse.ArgumentParser(
+    parser = ArgumentParser(
         description=description,
         config_file_parser_class=StrictYAMLConfigFileParser,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,

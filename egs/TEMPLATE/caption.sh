@@ -230,9 +230,6 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
         exit 2
     fi
 done
-if ! "${skip_train}" && [ "${stage}" -le 5 ] && [ "${stop_stage}" -ge 5 ] && [ ! -f "${xe_config}" ]; then
-    log "Error: XE config ${xe_config} not found (give --xe_config)"; exit 2
-fi
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 for _opt in word2vec corpus_prior gpu_inference; do
@@ -252,15 +249,21 @@ if [ -n "${seeds}" ]; then
 fi
 # integer options, checked once here (a non-integer would make every stage test fail with
 # "integer expression expected" and the run exit 0 having done nothing)
-for _opt in stage stop_stage nj inference_nj min_count nbpe nbest_average num_diversity_samples diversity_nbest num_nodes; do
+# (before any test of them: the first "[ abc -le 5 ]" would print bash's own error first)
+for _opt in stage stop_stage min_count nbpe nbest_average num_diversity_samples diversity_nbest; do
     case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
+done
+# counts of jobs, nodes and processes (a 0 job count would make split_scp.pl print its usage)
+for _opt in nj inference_nj num_nodes; do
+    if ! [[ "${!_opt}" =~ ^[0-9]+$ ]] || [ "${!_opt}" -lt 1 ]; then
+        log "Error: --${_opt} must be an integer >= 1, got '${!_opt}'"; exit 2
+    fi
 done
 case "${ngpu}" in *[!0-9]*) log "Error: --ngpu must be an integer >= 0 (or empty), got '${ngpu}'"; exit 2;; esac
 case "${nproc_per_node}" in *[!0-9]*|0) log "Error: --nproc_per_node must be an integer >= 1 (or empty), got '${nproc_per_node}'"; exit 2;; esac
-[ "${num_nodes}" -ge 1 ] || { log "Error: --num_nodes must be >= 1, got '${num_nodes}'"; exit 2; }
-for _opt in nj inference_nj; do  # job counts (0 would make split_scp.pl print its usage)
-    [ "${!_opt}" -ge 1 ] || { log "Error: --${_opt} (a number of jobs) must be >= 1, got '${!_opt}'"; exit 2; }
-done
+if ! "${skip_train}" && [ "${stage}" -le 5 ] && [ "${stop_stage}" -ge 5 ] && [ ! -f "${xe_config}" ]; then
+    log "Error: XE config ${xe_config} not found (give --xe_config)"; exit 2
+fi
 # A range that selects no stage would run nothing and report success.
 last_stage=10
 if [ "${stage}" -gt "${last_stage}" ] || [ "${stage}" -gt "${stop_stage}" ]; then

@@ -163,7 +163,7 @@ def test_top_k_samples(setup):
     ("--num_diversity_samples", "-1", "--num_diversity_samples must be >= 0"),
     ("--sample_temperature", "0", "--sample_temperature must be > 0"),
     ("--sample_top_k", "-1", "--sample_top_k must be >= 0 (0: all tokens), got -1"),
-    ("--length_penalty", "nan", "--length_penalty must be a finite number"),
+    ("--length_penalty", "nan", "argument --length_penalty: expected a finite number, got 'nan'"),
 ])
 def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value, message):
     """Issue 25: beam 0 decoded greedily, max_len 0 wrote empty captions (rc 0) and batch_size 0

@@ -81,6 +81,13 @@ def test_the_dump_dir_holds_its_resolved_features_config(recipe):
     assert read_feats_config(str(d)) == _print_config(recipe, "conf/feats_logmel.yaml")
     assert (d / "feats.scp").stat().st_mtime_ns != mtime and (d / "feats_dim").read_text() == "64\n"
 
+    # a re-dump that fails leaves no feats.scp of the old dump pointing at the arks it removed
+    bad = recipe / "conf" / "feats_bad.yaml"
+    bad.write_text((recipe / "conf" / "feats_logmel.yaml").read_text() + "fmin: 90000\n")
+    _dump(recipe, "conf/feats_bad.yaml", rc=1)
+    assert not (d / ".done").exists() and not list(d.glob("feats.*"))
+    assert not any((d / f).exists() for f in ("utt2num_frames", "feats_dim", "feats_type"))
+
 
 def test_feats_type_pretrained_dumps_the_frozen_encoders_frames(recipe):
     """--feats_type pretrained: stage 2 stores what the frozen encoder hands the decoder (its frame

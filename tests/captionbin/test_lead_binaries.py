@@ -45,3 +45,14 @@ def test_misspelled_key_fails(tmp_path):
 
     with pytest.raises(SystemExit):
         main(["--config", str(bad), "--print_config"])
+
+
+def test_average_checkpoints_of_an_untrained_dir_is_one_error_line(tmp_path, capsys):
+    """Stage 7 run before stage 5 ended in a traceback."""
+    from captionbin.caption_average_checkpoints import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--exp_dir", str(tmp_path / "xe"), "--nbest", "2"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err
+    assert "ERROR: " in err and "history.json: missing (is " in err and "a finished training dir?)" in err

@@ -156,11 +156,16 @@ def test_caption_sh_rejects_bad_usage():
         out = r.stdout + r.stderr
         assert r.returncode == 2 and "selects no stage: the stages are 0-10" in out, (args, out)
         assert f"--stage {args[1]} --stop_stage " in out and "Successfully finished" not in out, (args, out)
-    # job counts must be >= 1 (0 passed the integer check and split_scp.pl printed its usage)
-    for opt in ("--nj", "--inference_nj"):
-        r = _run(["./run.sh", opt, "0"], cwd=d)
-        assert r.returncode == 2 and f"{opt} (a number of jobs) must be >= 1, got '0'" in r.stdout + r.stderr, (
+    # job counts must be >= 1 (0 passed the integer check and split_scp.pl printed its usage),
+    # and the message gives that bound for a negative count too
+    for opt, value in (("--nj", "0"), ("--inference_nj", "0"), ("--inference_nj", "-3"), ("--num_nodes", "x")):
+        r = _run(["./run.sh", opt, value], cwd=d)
+        assert r.returncode == 2 and f"{opt} must be an integer >= 1, got '{value}'" in r.stdout + r.stderr, (
             opt, r.stdout + r.stderr)
+    # a non-integer stage is the one error printed (no bash "integer expression expected" before it)
+    r = _run(["./run.sh", "--stage", "abc"], cwd=d)
+    assert r.returncode == 2 and "--stage must be an integer >= 0, got 'abc'" in r.stdout + r.stderr
+    assert "integer expression expected" not in r.stdout + r.stderr, r.stdout + r.stderr
     for nj in ("0", "00", "x"):  # scripts/decode.sh run by itself
         r = _run(["scripts/decode.sh", "--nj", nj, "--decode_config", "conf/decode.yaml", "m.pth", "dump/x", "out"], cwd=d)
         assert r.returncode == 2 and f"--nj (a number of jobs) must be an integer >= 1, got '{nj}'" in r.stdout + r.stderr

@@ -139,8 +139,11 @@ fi
 
 mkdir -p "${dir}/log"
 dir=$(cd "${dir}" && pwd)  # absolute, so that feats.scp holds absolute paths
+# the merged files of an earlier dump go too: a re-dump that fails or is killed must not leave a
+# feats.scp that points at the arks it removed (or at features of another config)
 rm -f "${dir}/.done" "${dir}/feats_config.yaml" "${dir}/pretrained.sha256" "${dir}"/feats.*.ark "${dir}"/feats.*.h5 "${dir}"/feats.*.scp \
-    "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/"${list}".*
+    "${dir}"/utt2num_frames.* "${dir}"/feats_dim.* "${dir}"/feats_type.* "${dir}"/log/"${list}".* \
+    "${dir}/feats.scp" "${dir}/utt2num_frames" "${dir}/feats_dim" "${dir}/feats_type"
 
 split_scps=()
 for n in $(seq "${nj}"); do

@@ -183,3 +183,19 @@ def test_caption_train_offers_the_registry():
     actions = {a.dest: a for a in get_parser()._actions}
     assert sorted(actions["encoder"].choices) == sorted(ENCODERS)
     assert sorted(actions["decoder"].choices) == sorted(DECODERS)
+
+
+@pytest.mark.parametrize("conf, expected", [
+    (dict(encoder="linear", decoder="gru", decoder_conf={"num_layer": 2}),
+     r"decoder_conf \(decoder 'gru'\): unknown key\(s\) 'num_layer' of GRUDecoder; its keys: .*hidden_size"),
+    (dict(encoder="linear", encoder_conf={"output_sise": 8}),
+     r"encoder_conf \(encoder 'linear'\): unknown key\(s\) 'output_sise' of LinearEncoder; its keys: output_size"),
+    (dict(encoder="linear", encoder_conf={"transformer": {"n_layers": 1}}),
+     r"encoder_conf\.transformer: unknown key\(s\) 'n_layers' of TransformerEncoderStack"),
+    (dict(encoder="linear", specaug_conf={"time_mask": 3}), r"specaug_conf: unknown key\(s\) 'time_mask' of SpecAugment"),
+])
+def test_an_unknown_conf_key_is_named_with_the_keys_taken(conf, expected):
+    """A typo in a nested mapping used to end in Python's TypeError, naming the class's
+    __init__ but neither the config key nor what it takes."""
+    with pytest.raises(ValueError, match=expected):
+        Captioner(V, feats_dim=D, **conf)

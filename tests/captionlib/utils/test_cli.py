@@ -65,3 +65,29 @@ def test_nested_mappings_keep_their_yaml_types(tmp_path):
     None the string 'None'."""
     args = _parse_train(tmp_path, "encoder_conf:\n  lr_factor: 0.00001\n  freeze: null\n  path: 'a\\\\b'\n")
     assert args.encoder_conf == {"lr_factor": 1e-05, "freeze": None, "path": "a\\\\b"}
+
+
+@pytest.mark.parametrize("text, cmd, expected", [
+    ("lr: abc\n", (), "train.yaml: argument --lr: invalid float value: 'abc'"),
+    ("lr: .inf\n", (), "train.yaml: argument --lr: expected a finite number, got 'inf'"),
+    ("lr: 1\n", ("--lr", "nan"), "argument --lr: expected a finite number, got 'nan'"),
+    ("lr: -1\n", (), "train.yaml: lr must be > 0, got -1.0"),
+    ("optim: sgdd\n", (), "train.yaml: argument --optim: invalid choice: 'sgdd'"),
+    ("lrr: 1\nbatch_size: 2\n", ("--foo", "1"), "train.yaml: unknown key 'lrr'; unrecognized arguments: --foo 1"),
+])
+def test_errors_name_the_config_file_of_their_key(tmp_path, capsys, text, cmd, expected):
+    """A bad value read from a config file was reported as '--lr', an option on no command line;
+    and nan or inf passed every range check."""
+    from captionbin.caption_train import get_parser as train_parser
+    from captionlib.train.options import XEOptions
+    from captionlib.utils.cli import parse_options
+
+    conf = tmp_path / "train.yaml"
+    conf.write_text(text)
+    required = ["--train_data_dir", "d", "--valid_data_dir", "d", "--token_list", "t", "--output_dir", "o"]
+    with pytest.raises(SystemExit) as e:
+        parse_options(train_parser(), XEOptions, ["--config", str(conf), *required, *cmd])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and f"error: {expected.replace('train.yaml', str(conf))}" in err, err
+    if cmd and cmd[0] == "--lr":  # the key given on the command line is not blamed on the file
+        assert "train.yaml" not in err

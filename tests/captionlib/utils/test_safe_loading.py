@@ -210,7 +210,7 @@ def test_caption_pack_refuses_a_crafted_model_file_and_cider_df(tmp_path, evil_m
     assert not (tmp_path / "p.zip").exists()
 
 
-def test_caption_average_checkpoints_refuses_a_crafted_epoch_file(tmp_path, evil_model, model_file):
+def test_caption_average_checkpoints_refuses_a_crafted_epoch_file(tmp_path, evil_model, model_file, capsys):
     import shutil
 
     from captionbin.caption_average_checkpoints import main
@@ -220,6 +220,7 @@ def test_caption_average_checkpoints_refuses_a_crafted_epoch_file(tmp_path, evil
     shutil.copy(model_file, exp / "1epoch.pth")
     shutil.copy(evil_model, exp / "2epoch.pth")
     (exp / "history.json").write_text(json.dumps([{"epoch": 1, "valid_cider_d": 0.1}, {"epoch": 2, "valid_cider_d": 0.2}]))
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(SystemExit) as e:
         main(["--exp_dir", str(exp), "--nbest", "2"])
-    _refused(e, str(exp / "2epoch.pth"))
+    assert e.value.code == 1
+    _refused(capsys.readouterr().err, str(exp / "2epoch.pth"))
