@@ -98,7 +98,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
 
     if args.output != "-":
         try:
-            check_writable(args.output)  # before the captioning, not after it
+            check_writable(args.output, [args.model, *args.inputs])  # before the captioning, not after it
         except ValueError as e:
             parser.error(f"--output {e}")
     if args.num_threads > 0:
@@ -125,7 +125,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        atomic_write_text(args.output, text)
+        try:
+            atomic_write_text(args.output, text)
+        except OSError as e:  # the captions are not lost: they go to stdout
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            logging.error("could not write %s (%s): the captions are on stdout", args.output, e)
+            sys.exit(1)
     bad = [r.file for r in results if r.error is not None]
     logging.info("captioned %d of %d files%s", len(results) - len(bad), len(results),
                  f" into {args.output}" if args.output != "-" else "")

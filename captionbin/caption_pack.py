@@ -119,7 +119,9 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     from captionlib.utils.fileio import check_writable
 
     try:
-        check_writable(args.output)
+        train_config = args.train_config or os.path.join(os.path.dirname(args.model_file), "config.yaml")
+        check_writable(args.output, [args.model_file, train_config, args.feats_config, args.feats_stats,
+                                     args.cider_df, args.train_wav_scp, args.decode_config, args.score_json])
         feats_config = _feats_config(args.feats_type, args.feats_config, args.media_type)
         decode_config = None
         if args.decode_config is not None or args.decode_args:
@@ -136,9 +138,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             except ValueError as e:
                 raise ValueError(f"{args.score_json}: not JSON: {e}") from None
         pack_model(
-            args.output, args.model_file,
-            args.train_config or os.path.join(os.path.dirname(args.model_file), "config.yaml"),
-            feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
+            args.output, args.model_file, train_config, feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
             recipe=args.recipe or os.path.basename(os.getcwd()), trust_pickle=args.trust_pickle,
             encoder_sha256=args.encoder_sha256,
         )

@@ -167,7 +167,8 @@ def pack_model(
         feats_stats: ``feats_stats.npz`` (mean/std); cider_df: ``cider_df.npz``.
         train_sample_rates: ``{Hz: files}`` of the training audio (:func:`audio_sample_rates`);
             lets inference resample when the feature config has ``fs: null``.
-        decode_config: decoding options (keys of :data:`DECODE_DEFAULTS`; others are dropped).
+        decode_config: decoding options (keys of :data:`DECODE_DEFAULTS`; others are dropped),
+            checked as caption_infer checks them (``check_decode_options``).
         metrics: the ``score.json`` of the decode the model is packed from.
         recipe: the recipe's name; revision: git revision (default: :func:`git_revision`).
         trust_pickle: accept an old pickled ``cider_df`` (packed converted to ``.npz``);
@@ -181,7 +182,7 @@ def pack_model(
     Raises:
         FileNotFoundError: a missing input file (named), the CNN weights file included.
         ValueError: a model file or document-frequency file that is not one, or needs unsafe
-            loading (named); a feature config whose dimension differs from the model's input
+            loading (named); a decoding option out of its range; a feature config whose dimension differs from the model's input
             dimension (log-mel ``n_mels``; the CNN's channels, except for torchvision names,
             which are not built at packing time); an unknown ``feats_type`` or ``media_type``.
     """
@@ -248,6 +249,7 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
         members[BPE_MODEL] = Tokenizer(obj["token_list"], bpe_proto=obj["bpe_proto"]).bpe_proto
     if decode_config is not None:
         dec = {k: decode_config[k] for k in DECODE_DEFAULTS if k in decode_config}
+        check_decode_options(**dec)  # caption_infer refuses an archive with options it would refuse
         members[DECODE_CONFIG] = yaml.safe_dump(dec, sort_keys=False).encode("utf-8")
     return members, extra
 
@@ -547,6 +549,8 @@ class AudioFrontEnd:
 
         self.transform = transform
         self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
+        #: stage 2's ``strict``: a file shorter than its header says is an error, not a warning
+        self.strict = bool(feats_config.get("strict", False))
         rates = sorted(int(r) for r in train_sample_rates)
         self.sample_rate: Optional[int] = feats_config.get("fs")
         if self.sample_rate is not None:
@@ -564,11 +568,12 @@ class AudioFrontEnd:
 
         Raises:
             FileNotFoundError / ValueError: naming ``path``: missing, unreadable, empty (0 samples)
-                or non-finite audio (see :func:`~captionlib.audio.io.load_audio`).
+                or non-finite audio, or (packed ``strict: true``) shorter than its header says
+                (see :func:`~captionlib.audio.io.load_audio`).
         """
         from captionlib.audio.io import load_audio
 
-        wave, rate = load_audio(path, fs=self.sample_rate)
+        wave, rate = load_audio(path, fs=self.sample_rate, strict=self.strict)
         try:
             feats = self.extractor(wave, rate)
             return feats if self.transform is None else self.transform(feats)
@@ -923,7 +928,7 @@ def format_results(results: Sequence[CaptionResult], fmt: str, nbest: int = 0) -
     """Render captions as TSV or JSON (skipped files are left out).
 
     TSV: a header line, then ``file<TAB>caption`` per file, plus ``caption_k<TAB>score_k``
-    columns for k = 1..``nbest``; fields holding a tab or newline are quoted (csv module).
+    columns for k = 1..``nbest``; fields holding a tab or line break are quoted (csv module).
     JSON: a list of ``{"file", "caption"[, "nbest": [{"caption", "score"}, ...]]}``.
 
     Raises:
@@ -944,9 +949,13 @@ def format_results(results: Sequence[CaptionResult], fmt: str, nbest: int = 0) -
 
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    # csv quotes a field holding "\n" (the line terminator) but not one holding a lone "\r",
+    # which csv.reader then splits the row at: such rows are written with every field quoted
+    quoted = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_ALL)
     w.writerow(["file", "caption"] + [f"{c}_{k}" for k in range(1, nbest + 1) for c in ("caption", "score")])
     for r in ok:
-        w.writerow([r.file, r.caption] + [x for c, s in r.nbest for x in (c, f"{s:.4f}")])
+        row = [r.file, r.caption] + [x for c, s in r.nbest for x in (c, f"{s:.4f}")]
+        (quoted if any("\r" in x for x in row) else w).writerow(row)
     return buf.getvalue()
 
 

@@ -299,17 +299,29 @@ def load_model_file(path: str, map_location: str = "cpu", data: Optional[bytes] 
         FileNotFoundError: no such file.
         UnsafeFileError: (a ValueError) the file needs unsafe unpickling (naming it, the types
             refused and the converter command).
-        ValueError: a truncated or foreign file, or one that lacks
-            ``model``/``model_conf``/``token_list`` (naming the path).
+        ValueError: a truncated or foreign file, one that lacks
+            ``model``/``model_conf``/``token_list``, whose token list's length is not its
+            ``vocab_size``, or whose ``model_conf`` or weights do not build the model (naming
+            the path).
     """
     obj = load_checkpoint(path, map_location, data=data, member=member)
     keys = obj if isinstance(obj, dict) else {}
     missing = [k for k in ("model", "model_conf", "token_list") if k not in keys]
+    name = f"{path} (member {member})" if member is not None else path
     if missing:
-        name = f"{path} (member {member})" if member is not None else path
         raise ValueError(f"{name}: not a captionlib model file (missing {missing})")
-    model = build_model(obj["model_conf"])
-    model.load_state_dict(obj["model"])
+    conf, tokens = obj["model_conf"], obj["token_list"]
+    if not isinstance(conf, dict) or not isinstance(tokens, (list, tuple)):
+        raise ValueError(f"{name}: model_conf must be a mapping and token_list a list, got "
+                         f"{type(conf).__name__} and {type(tokens).__name__}")
+    if conf.get("vocab_size") != len(tokens):  # a mismatch decoded wrong words silently
+        raise ValueError(f"{name}: its token_list has {len(tokens)} tokens, its model_conf vocab_size is "
+                         f"{conf.get('vocab_size')}")
+    try:
+        model = build_model(conf)
+        model.load_state_dict(obj["model"])
+    except (ValueError, TypeError, RuntimeError) as e:  # RuntimeError: a missing or extra weight
+        raise ValueError(f"{name}: {e}") from None
     model.eval()
     return model, obj
 

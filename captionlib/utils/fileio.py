@@ -105,10 +105,11 @@ def atomic_write_text(path: PathLike, text: str) -> None:
         f.write(text.encode("utf-8", "surrogateescape"))
 
 
-def check_writable(path: PathLike) -> None:
+def check_writable(path: PathLike, inputs: Sequence[Optional[PathLike]] = ()) -> None:
     """Check, before any long work, that a file can be written at ``path`` (by
     :func:`atomic_open`: its missing parent directories made): ``path`` is no directory,
-    its nearest existing ancestor is a directory we may write in.
+    its nearest existing ancestor is a directory we may write in, and it is none of the
+    files in ``inputs`` (``None`` entries are ignored), which the output would replace.
 
     Raises:
         ValueError: naming ``path`` and what is in the way.
@@ -116,6 +117,10 @@ def check_writable(path: PathLike) -> None:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; expected the path of an output file")
+    for other in inputs:
+        if other is not None and (os.path.realpath(other) == os.path.realpath(path)
+                                  or (path.exists() and os.path.exists(other) and os.path.samefile(other, path))):
+            raise ValueError(f"{path}: is also an input ({other}); writing there would replace it")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent

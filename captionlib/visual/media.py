@@ -39,8 +39,9 @@ GIF_SIGNATURES = (b"GIF87a", b"GIF89a")
 #: 100 ms for any frames that specify a duration of <= 10 ms"; Chromium does the same).
 GIF_MIN_DELAY_MS = 10
 GIF_DEFAULT_DELAY_MS = 100
-#: What Pillow raises on a cut GIF, depending on where the cut falls (found by cutting test GIFs).
-_GIF_DECODE_ERRORS = (OSError, EOFError, IndexError, ValueError, SyntaxError, struct.error)
+#: What Pillow raises on a cut GIF, depending on where the cut falls (found by cutting test GIFs),
+#: and on one over its pixel limit (a decompression bomb).
+_GIF_DECODE_ERRORS = (OSError, EOFError, IndexError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError)
 
 #: Pillow modes of 16-bit grayscale pixels. Pillow opens 16-bit PNG/TIFF as ``I;16*`` and
 #: PGM with a maxval above 255 as ``I`` scaled to 0..65535.
@@ -89,8 +90,8 @@ def load_image(path: PathLike):
     try:
         with Image.open(path) as img:
             return to_rgb(img, f"image {path}")
-    except (UnidentifiedImageError, OSError, SyntaxError) as e:
-        raise ValueError(f"cannot read image {path}: {e}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as e:  # the last: over
+        raise ValueError(f"cannot read image {path}: {e}") from None  # Pillow's pixel limit
 
 
 def preprocess_image(img, image_size: int = 224) -> torch.Tensor:

@@ -535,6 +535,16 @@ if ! "${skip_data_prep}"; then
         for dset in ${all_sets}; do
             utils/validate_data_dir.sh "${_opts[@]}" "data/${dset}"
         done
+        # a clip of an evaluation set that is also a training clip (under another set's name: a
+        # set named in --train_sets is warned about above) scores what the models were trained on
+        for dset in ${valid_set} ${test_sets} ${xe_test_sets}; do
+            case " ${train_sets} " in *" ${dset} "*) continue;; esac
+            _common=$(LC_ALL=C comm -12 <(cut -d' ' -f1 "data/${train_set}/spk2utt" | LC_ALL=C sort) \
+                                        <(cut -d' ' -f1 "data/${dset}/spk2utt" | LC_ALL=C sort))
+            if [ -n "${_common}" ]; then
+                log "warning: $(wc -l <<< "${_common}") of the $(wc -l < "data/${dset}/spk2utt") clips of data/${dset} are also in data/${train_set} (e.g. $(head -1 <<< "${_common}")): their scores are of data the models were trained on"
+            fi
+        done
     fi
 
     if [ ${stage} -le 2 ] && [ ${stop_stage} -ge 2 ]; then
@@ -716,6 +726,13 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
         else
             _front=(--feats_type cnn --media_type image)
         fi
+        # the feature options the training features were dumped with (stage 2 records them), not
+        # ${feats_config} as it is now: an edit since stage 2 must not reach the packed front end
+        _packed_feats_config=${dumpdir}/${feats_tag}/${train_set}/feats_config.yaml
+        if [ ! -f "${_packed_feats_config}" ]; then
+            log "Stage 10: warning: ${_packed_feats_config} not found (a dump of an older version): packing ${feats_config}, which must be what stage 2 used"
+            _packed_feats_config=${feats_config}
+        fi
         read -r _test_set _ <<< "${test_sets}"  # the metrics of the decode of the first test set
         for _s in ${seed_list}; do
             for _dir in $(model_dirs_of "${_s}"); do
@@ -731,7 +748,7 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
                 log "Stage 10: Pack ${_model} (${feats_type}; metrics: ${_score}): ${_packed} (log: ${_dir}/packed/log/pack.log)"
                 ${train_cmd} "${_dir}/packed/log/pack.log" \
                     ${python} -m captionbin.caption_pack --model_file "${_model}" --train_config "${_dir}/config.yaml" \
-                    "${_front[@]}" --feats_config "${feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
+                    "${_front[@]}" --feats_config "${_packed_feats_config}" --feats_stats "${feats_stats}" --cider_df "${cider_df}" \
                     --decode_config "${decode_config}" \
                     "--decode_args=${decode_args}" ${_metrics[@]+"${_metrics[@]}"} --recipe "$(basename "${PWD}")" \
                     --output "${_packed}"

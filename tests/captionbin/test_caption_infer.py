@@ -147,6 +147,37 @@ def test_an_output_that_cannot_be_written_is_refused_before_loading(tmp_path, ca
     assert f"--output {tmp_path}: is a directory" in err and "missing.zip" not in err, err
 
 
+
+def test_an_output_that_is_an_input_is_refused(setup, tmp_path, capsys):
+    """--output naming an audio file or the model replaced it with the TSV, exit status 0."""
+    tmp, packed, audio, files = setup
+    clip = tmp_path / "x.wav"
+    clip.write_bytes((audio / "c.wav").read_bytes())
+    for output in (clip, packed, tmp_path / "." / "x.wav"):
+        with pytest.raises(SystemExit) as e:
+            main(["--model", str(packed), "--output", str(output), str(clip)])
+        assert e.value.code == 2
+        assert f"{output}: is also an input" in capsys.readouterr().err
+    assert clip.read_bytes() == (audio / "c.wav").read_bytes()
+
+
+def test_captions_that_cannot_be_written_go_to_stdout(setup, tmp_path, capsys, monkeypatch):
+    """A failed final write lost every caption in a traceback."""
+    import captionlib.utils.fileio as fileio
+
+    tmp, packed, audio, files = setup
+
+    def fail(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio, "atomic_write_text", fail)
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(packed), "--output", str(tmp_path / "o.tsv"), str(audio / "c.wav")])
+    out, err = capsys.readouterr()
+    assert e.value.code == 1 and out.startswith("file\tcaption\n") and str(audio / "c.wav") in out
+    assert f"could not write {tmp_path / 'o.tsv'}" in err and "the captions are on stdout" in err
+
+
 # ------------------------------------------------------------------ image and video models
 @pytest.fixture(scope="module")
 def visual(tmp_path_factory):

@@ -34,6 +34,21 @@ def test_pack_with_decode_args(tmp_path):
         assert z.testzip() is None
 
 
+def test_an_archive_caption_infer_would_refuse_is_not_written(tmp_path, capsys):
+    """--decode_args "--beam_size 0" was packed (exit 0), and caption_infer refused the archive;
+    --output naming the model file replaced the trained model with the archive."""
+    recipe = make_recipe(tmp_path / "r")
+    with pytest.raises(SystemExit) as e:
+        main(pack_args(recipe, tmp_path / "p.zip", "--decode_args=--beam_size 0"))
+    assert e.value.code == 1 and "beam_size must be >= 1" in capsys.readouterr().err
+    model = Path(recipe["model_file"])
+    before = model.read_bytes()
+    with pytest.raises(SystemExit) as e:
+        main(pack_args(recipe, model))
+    assert e.value.code == 1 and f"{model}: is also an input" in capsys.readouterr().err
+    assert model.read_bytes() == before and not (tmp_path / "p.zip").exists()
+
+
 def test_missing_input_fails_naming_it(tmp_path, capsys):
     recipe = make_recipe(tmp_path / "r")
     args = pack_args(recipe, tmp_path / "p.zip")

@@ -188,3 +188,32 @@ def test_find_audio_files(tmp_path):
     (other / "back").symlink_to(other)  # a cycle
     rel = [str(p)[len(str(tmp_path)) + 1:] for p in find_audio_files([tmp_path])]
     assert rel == ["a.mp3", "b/1.wav", "b/2.FLAC", "b/x.m4a", "c/d/e.ogg", "more/sub/z.wav"]
+
+
+def test_tsv_fields_with_a_carriage_return_read_back_as_one_row():
+    """A file name holding a lone CR was written unquoted; csv.reader split its row in two."""
+    import csv
+    import io
+
+    from captionlib.pretrained import CaptionResult, format_results
+
+    results = [CaptionResult("a\rb.wav", "a dog barks"), CaptionResult("c\td.wav", "rain"),
+               CaptionResult("e.wav", "wind")]
+    rows = list(csv.reader(io.StringIO(format_results(results, "tsv"), newline=""), delimiter="\t"))
+    assert rows == [["file", "caption"], ["a\rb.wav", "a dog barks"], ["c\td.wav", "rain"], ["e.wav", "wind"]]
+    assert format_results(results, "tsv").endswith("\ne.wav\twind\n")  # other rows stay unquoted
+
+
+def test_a_packed_strict_makes_a_truncated_file_an_error(tmp_path):
+    """stage 2 with strict: true refuses a WAV shorter than its header says; caption_infer
+    warned and captioned it, the packed strict ignored."""
+    wave, sr = load_audio(CLIPS[0])
+    whole = tmp_path / "whole.wav"
+    sf.write(whole, wave[: sr], sr, subtype="PCM_16")
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(whole.read_bytes()[:-2000])
+    lenient = PretrainedCaptioner.from_pretrained(make_packed(tmp_path / "a"))
+    strict = PretrainedCaptioner.from_pretrained(make_packed(tmp_path / "b", feats_config={**FEATS_CONFIG, "strict": True}))
+    assert lenient.caption_files([cut], skip_bad=True)[0].error is None
+    result = strict.caption_files([cut, whole], skip_bad=True)
+    assert result[0].error is not None and "cut.wav" in result[0].error and result[1].error is None

@@ -221,6 +221,27 @@ def test_caption_sh_refuses_an_experiment_dir_in_use(tmp_path):
 
 
 @needs_utils
+def test_stage1_warns_about_evaluation_clips_that_are_training_clips(tmp_path):
+    """A clip in a test set and (under another set's name) in a training set was scored
+    silently; stage 1 now names how many and one of them."""
+    ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
+    for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
+        shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
+    d = tmp_path / "egs" / "mini_clotho"
+    (d / "local").unlink()
+    (d / "local").mkdir()
+    (d / "local" / "data.sh").write_text(
+        "#!/usr/bin/env bash\nset -e\n../clotho/local/data.sh \"$@\"\n"
+        "rm -rf data/dev_copy && cp -r data/development data/dev_copy\n")
+    (d / "local" / "data.sh").chmod(0o755)
+    r = _run(["./run.sh", "--stop_stage", "1", "--test_sets", "dev_copy evaluation"], cwd=d, timeout=600)
+    out = r.stdout + r.stderr
+    n = len((d / "data" / "development" / "spk2utt").read_text().splitlines())
+    assert r.returncode == 0 and f"warning: {n} of the {n} clips of data/dev_copy are also in data/train_" in out, out
+    assert "clips of data/evaluation are also" not in out
+
+
+@needs_utils
 def test_caption_sh_lock_two_runs_started_at_once(tmp_path):
     """Two runs of stage 5 started at the same instant in one exp dir: the lock is taken
     atomically before anything is written, so exactly one trains and the other stops at once
@@ -395,6 +416,17 @@ def test_mini_clotho_end_to_end(tmp_path):
         assert manifest["recipe"] == "mini_clotho" and list(manifest["train_sample_rates"]) == ["44100"], manifest
         assert manifest["metrics"] == json.loads(next(m.glob("decode_*/validation/score.json")).read_text())
     _assert_caption_infer_gives_stage8(d, xe_dir, tmp_path)
+    # ... with the feature options stage 2 used, not the feature config as edited since
+    conf = d / "conf" / "feats_logmel.yaml"
+    edited = conf.read_text().replace("hop_length_s: 0.02", "hop_length_s: 0.01")
+    assert edited != conf.read_text()
+    conf.unlink()
+    conf.write_text(edited)
+    r = _run(["./run.sh", "--stage", "10", "--stop_stage", "10"], cwd=d, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    with zipfile.ZipFile(xe_dir / "packed" / "valid.cider_d.best.zip") as z:
+        assert yaml.safe_load(z.read("feats_config.yaml"))["hop_length_s"] == 0.02
+    conf.write_text(edited.replace("hop_length_s: 0.01", "hop_length_s: 0.02"))
 
     # Re-running a finished recipe redoes nothing expensive and gives the same table.
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "9"], cwd=d, timeout=600)

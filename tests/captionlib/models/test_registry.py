@@ -177,6 +177,25 @@ def test_model_files_round_trip_and_read_the_old_feature_key(tmp_path):
     assert model_feats_dim(old) == 64 and Captioner(**old).feats_mean.numel() == 64
 
 
+@pytest.mark.parametrize("change, expected", [
+    (lambda o: o["token_list"].extend(["x", "y"]), f"its token_list has {V + 2} tokens, its model_conf vocab_size is {V}"),
+    (lambda o: o["token_list"].pop(), f"its token_list has {V - 1} tokens"),
+    (lambda o: o["model_conf"].update(bogus=1), "unexpected keyword argument 'bogus'"),
+    (lambda o: o.update(model_conf="crnn"), "model_conf must be a mapping and token_list a list, got str"),
+    (lambda o: o["model"].pop(next(iter(o["model"]))), "Missing key"),
+])
+def test_a_model_file_that_does_not_build_its_model_is_named(tmp_path, change, expected):
+    """A token list longer than the vocabulary decoded wrong words silently; the others ended in
+    tracebacks that did not name the file (a tampered packed model among them)."""
+    conf = {"vocab_size": V, "feats_dim": D, **COMBOS["top_down"]}
+    obj = model_file_dict(Captioner(**conf), dict(conf), [str(i) for i in range(V)])
+    change(obj)
+    torch.save(obj, tmp_path / "m.pth")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'm.pth'}: .*") as e:
+        load_model_file(str(tmp_path / "m.pth"))
+    assert expected in str(e.value)
+
+
 def test_caption_train_offers_the_registry():
     from captionbin.caption_train import get_parser
 

@@ -135,3 +135,13 @@ def test_audio_only_file_has_no_video_stream(tmp_path):
     sf.write(str(wav), np.zeros(1600, np.float32), 16000)
     with pytest.raises(ValueError, match="no video stream in .*audio.wav"):
         load_video_frames(wav)
+
+
+def test_an_image_over_pillows_pixel_limit_is_a_named_error(tmp_path, monkeypatch):
+    """A decompression bomb ended caption_infer (and stage 2) in a traceback, every other file's
+    caption lost; it is now the ValueError naming the file that the callers skip or report."""
+    path = tmp_path / "big.png"
+    Image.new("L", (64, 64)).save(path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 64 * 64 // 4)  # > 2x the limit: Pillow's error
+    with pytest.raises(ValueError, match="cannot read image .*big.png: .*decompression bomb"):
+        load_image(path)
