@@ -385,6 +385,40 @@ def write_packed(output: PathLike, manifest: Mapping[str, Any], members: Mapping
     return output
 
 
+def _packed_mapping(path: PathLike, members: Mapping[str, bytes], name: str) -> Dict[str, Any]:
+    """The YAML mapping of the packed member ``name`` (a config).
+
+    Raises:
+        ValueError: naming the archive and member: not YAML (tags such as
+            ``!!python/object`` included: safe loading refuses them), or not a mapping.
+    """
+    try:
+        out = yaml.safe_load(members[name])
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: member {name} is not YAML ({e})") from None
+    if not isinstance(out, dict):
+        raise ValueError(f"{path}: member {name} must be a mapping of options, got {type(out).__name__}")
+    return out
+
+
+#: the largest ``manifest.json`` read (ours are a few kB)
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+def _manifest_files(manifest: Any) -> Dict[str, int]:
+    """``{member name: size in bytes}`` of a manifest's ``files`` entries.
+
+    Raises:
+        ValueError: a manifest, or an entry, of the wrong shape.
+    """
+    entries = manifest.get("files", []) if isinstance(manifest, dict) else []
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("sha256"), str)
+            and isinstance(e.get("bytes"), int) for e in entries):
+        raise ValueError(f"its {MANIFEST} 'files' is not a list of {{name, bytes, sha256}} entries")
+    return {e["name"]: e["bytes"] for e in entries}
+
+
 def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     """Read a packed model's manifest and members (checked against the manifest).
 
@@ -394,22 +428,45 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     Raises:
         FileNotFoundError: no such file.
         ValueError: naming ``path``: not a zip archive, not a captionlib packed model, a newer
-            format version, or a member missing or corrupt (size/SHA-256 differ).
+            format version, a member missing or corrupt (size/SHA-256 differ), or a member the
+            manifest does not list (checked before any member is read).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such packed model")
+    def wrapped(e: Exception) -> ValueError:
+        return ValueError(f"{path}: not a packed captionlib model ({type(e).__name__}: {e})")
+
     try:
         with zipfile.ZipFile(path) as z:
+            sizes = {info.filename: info.file_size for info in z.infolist()}
+            if sizes.get(MANIFEST, 0) > MAX_MANIFEST_BYTES:
+                raise ValueError(f"{MANIFEST} of {sizes[MANIFEST]} bytes")
             manifest = json.loads(z.read(MANIFEST))
-            members = {name: z.read(name) for name in z.namelist() if name != MANIFEST}
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
-        raise ValueError(f"{path}: not a packed captionlib model ({type(e).__name__}: {e})") from None
+        raise wrapped(e) from None
     if not isinstance(manifest, dict) or manifest.get("format") != PACKED_FORMAT:
         raise ValueError(f"{path}: not a packed captionlib model (its {MANIFEST} has no format {PACKED_FORMAT!r})")
-    if int(manifest.get("version", 0)) > PACKED_VERSION:
+    try:
+        version = int(manifest.get("version", 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: its {MANIFEST} has version {manifest.get('version')!r}, not a number") from None
+    if version > PACKED_VERSION:
         raise ValueError(f"{path}: packed model format version {manifest['version']} is newer than this "
                          f"captionlib's ({PACKED_VERSION}); update captionlib")
+    try:
+        files = _manifest_files(manifest)
+        unlisted = sorted(set(sizes) - set(files) - {MANIFEST})
+        if unlisted:
+            raise ValueError(f"members not in its {MANIFEST}: {', '.join(unlisted)}")
+        # sizes before reading: no member makes us read more than its manifest entry says
+        wrong = [n for n, size in files.items() if n in sizes and sizes[n] != size]
+        if wrong:
+            raise ValueError(f"members whose size is not the one in its {MANIFEST}: {', '.join(wrong)}")
+        with zipfile.ZipFile(path) as z:
+            members = {name: z.read(name) for name in files if name in sizes}
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        raise wrapped(e) from None
     for entry in manifest.get("files", []):
         data = members.get(entry["name"])
         if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
@@ -827,10 +884,10 @@ class PretrainedCaptioner:
         device = get_device(ngpu)
         model, obj = load_model_file(os.fspath(path), map_location=str(device), data=members[MODEL], member=MODEL)
         model.to(device)
-        decode_config = yaml.safe_load(members[DECODE_CONFIG]) if DECODE_CONFIG in members else {}
+        decode_config = _packed_mapping(path, members, DECODE_CONFIG) if DECODE_CONFIG in members else {}
         decode_config.update({k: v for k, v in decode_options.items() if v is not None})
         tokenizer = Tokenizer(obj["token_list"], bpe_proto=obj.get("bpe_proto"))
-        return cls(model, tokenizer, yaml.safe_load(members[FEATS_CONFIG]), manifest, decode_config, device,
+        return cls(model, tokenizer, _packed_mapping(path, members, FEATS_CONFIG), manifest, decode_config, device,
                    name=str(path), members=members, cnn_weights=cnn_weights)
 
     def features(self, path: PathLike) -> np.ndarray:

@@ -8,6 +8,7 @@ Imports nothing heavy (no torch): the binaries call it before anything is loaded
 """
 
 import math
+import numbers
 from typing import Optional
 
 from captionlib.utils.cli import in_range
@@ -47,12 +48,15 @@ def check_decode_options(
     ``sample_temperature`` a finite number > 0; ``sample_top_k`` an integer >= 0.
 
     Raises:
-        ValueError: the first option out of range, e.g. ``beam_size must be >= 1 (1: greedy
-            search), got 0``.
+        ValueError: the first option that is no number, or out of range, e.g. ``beam_size must
+            be >= 1 (1: greedy search), got 0``.
     """
     given = dict(beam_size=beam_size, batch_size=batch_size, max_len=max_len, nbest=nbest,
                  num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature,
                  sample_top_k=sample_top_k)
+    for key, value in {**given, "length_penalty": length_penalty}.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise ValueError(f"{key} must be a number, got {value!r}")  # e.g. from a tampered packed config
     for key, value in given.items():
         valid, meaning = _RANGES[key]
         if value is not None and not (math.isfinite(value) and in_range(value, valid)):

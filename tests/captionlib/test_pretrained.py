@@ -1,6 +1,7 @@
 """captionlib.pretrained: packed models load alone, compute the dump's features at any sample
 rate, give stage 8's captions, and n-best scores are the beam's log-prob sums."""
 
+import hashlib
 import json
 import shutil
 import zipfile
@@ -168,6 +169,7 @@ def test_read_packed_rejects_foreign_or_corrupt(packed, tmp_path):
         read_packed(tmp_path / "bad.zip")
     with pytest.raises(ValueError, match="unknown decoding options"):
         PretrainedCaptioner.from_pretrained(packed, beam=3)
+    _assert_tampered_manifests_are_named(packed, tmp_path)
     for key in ("beam_size", "batch_size", "max_len"):
         with pytest.raises(ValueError, match=f"{key} must be >= 1"):
             PretrainedCaptioner.from_pretrained(packed, **{key: 0})
@@ -217,3 +219,48 @@ def test_a_packed_strict_makes_a_truncated_file_an_error(tmp_path):
     assert lenient.caption_files([cut], skip_bad=True)[0].error is None
     result = strict.caption_files([cut, whole], skip_bad=True)
     assert result[0].error is not None and "cut.wav" in result[0].error and result[1].error is None
+
+
+def _assert_tampered_manifests_are_named(packed, tmp_path):
+    """A member the manifest does not list (a 2 GiB one was read whole into memory), a member
+    of another size than listed (refused before it is read), and a manifest of the wrong
+    shape (tracebacks) are errors naming the archive."""
+    def rewrite(name, change_manifest=None, extra=None):
+        with zipfile.ZipFile(packed) as src, zipfile.ZipFile(tmp_path / name, "w") as dst:
+            for member in src.namelist():
+                data = src.read(member)
+                if member == "manifest.json" and change_manifest:
+                    m = json.loads(data)
+                    change_manifest(m)
+                    data = json.dumps(m)
+                dst.writestr(member, data)
+            for member, data in (extra or {}).items():
+                dst.writestr(member, data)
+        return tmp_path / name
+
+    cases = [
+        (rewrite("extra.zip", extra={"big.bin": b"0" * 1000}), "members not in its manifest.json: big.bin"),
+        (rewrite("size.zip", lambda m: m["files"][0].update(bytes=1)), "whose size is not the one in its manifest"),
+        (rewrite("noname.zip", lambda m: m["files"][0].pop("name")), "'files' is not a list of {name, bytes, sha256}"),
+        (rewrite("version.zip", lambda m: m.update(version="abc")), "has version 'abc', not a number"),
+    ]
+    for path, expected in cases:
+        with pytest.raises(ValueError) as e:
+            read_packed(path)
+        assert str(e.value).startswith(f"{path}: ") and expected in str(e.value), str(e.value)
+    # members that are not the configs they should be (the manifest's SHA-256 made to match)
+    for member, data, expected in [("decode_config.yaml", b"", "decode_config.yaml must be a mapping"),
+                                   ("decode_config.yaml", b"beam_size: abc\n", "beam_size must be a number, got 'abc'"),
+                                   ("feats_config.yaml", b"- a\n", "feats_config.yaml must be a mapping"),
+                                   ("feats_config.yaml", b"a: !!python/object/apply:os.system [ls]\n", "not YAML")]:
+        def change(m, member=member, data=data):
+            entry = next(e for e in m["files"] if e["name"] == member)
+            entry.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+        path = rewrite("member.zip", change)
+        with zipfile.ZipFile(packed) as src, zipfile.ZipFile(tmp_path / "m2.zip", "w") as dst:
+            for name in zipfile.ZipFile(path).namelist():
+                dst.writestr(name, data if name == member else zipfile.ZipFile(path).read(name))
+        with pytest.raises(ValueError) as e:
+            PretrainedCaptioner.from_pretrained(tmp_path / "m2.zip")
+        assert str(e.value).startswith(f"{tmp_path / 'm2.zip'}") and expected in str(e.value), str(e.value)
