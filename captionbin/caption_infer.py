@@ -87,6 +87,9 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, cmd, ("model",))
     if not args.inputs:
         parser.error("no input files or directories given")
+    for opt in ("ngpu", "num_threads"):
+        if getattr(args, opt) < 0:
+            parser.error(f"--{opt} must be >= 0, got {getattr(args, opt)}")
     try:
         check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest)
     except ValueError as e:

@@ -128,7 +128,8 @@ def test_subprocess_stdout_and_exit_codes(setup, tmp_path):
 
 
 @pytest.mark.parametrize("opt, value", [("--beam_size", "0"), ("--max_len", "0"), ("--batch_size", "0"),
-                                        ("--beam_size", "-1"), ("--nbest", "-1")])
+                                        ("--beam_size", "-1"), ("--nbest", "-1"), ("--ngpu", "-1"),
+                                        ("--num_threads", "-5")])
 def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value):
     """The check caption_decode uses (issue 25), before the packed model (here missing) is read."""
     with pytest.raises(SystemExit) as e:
