@@ -82,3 +82,43 @@ def test_score_is_redone_when_the_references_change(tmp_path):
     (d / "refs2" / "text").write_text((d / "refs" / "text").read_text())
     assert "already scored" not in _run(d, "score.sh", "--metrics", "bleu,cider_d", "refs2", "out")
     assert _calls(d) == 3
+
+
+def test_score_is_redone_when_the_hypotheses_or_the_clip_grouping_change(tmp_path):
+    """The hypotheses were covered by their modification time only (a file copied back with its
+    old time kept the old score), and utt2spk/spk2utt not at all."""
+    d = _setup(tmp_path)
+    (d / "out").mkdir()
+    hyp = d / "out" / "text"
+    hyp.write_text("c1 a dog barks\nc2 a dog barks\n")
+    (d / "refs" / "utt2spk").write_text("c1-1 c1\nc2-1 c2\n")
+    score = ["score.sh", "--metrics", "bleu,cider_d", "refs", "out"]
+    _run(d, *score)
+    assert _calls(d) == 1
+    os.utime(d / "out" / ".score.done", (1, 1))  # older than the hypotheses: still the same inputs
+    assert "already scored" in _run(d, *score) and _calls(d) == 1
+    hyp.write_text("c1 rain falls\nc2 a dog barks\n")
+    os.utime(hyp, (1, 1))  # other hypotheses with an old modification time
+    assert "already scored" not in _run(d, *score) and _calls(d) == 2
+    (d / "refs" / "utt2spk").write_text("c1-1 c2\nc2-1 c1\n")  # regrouped references
+    assert "already scored" not in _run(d, *score) and _calls(d) == 3
+    (d / "out" / "text_samples").write_text("c1#1 a dog\nc2#1 rain\n")
+    assert "already scored" not in _run(d, *score) and _calls(d) == 4
+    assert "already scored" in _run(d, *score) and _calls(d) == 4
+
+
+def test_a_failed_rescore_leaves_no_old_scores(tmp_path):
+    """The previous score.json, per_clip.json and result.txt stayed after a failed re-score, and
+    caption_results reported them; the console showed only run.pl's line."""
+    d = _setup(tmp_path)
+    (d / "out").mkdir()
+    (d / "out" / "text").write_text("c1 a dog barks\nc2 a dog barks\n")
+    _run(d, "score.sh", "--metrics", "bleu", "refs", "out")
+    (d / "out" / "result.txt").write_text("BLEU-4 0.5\n")
+    fail = d / "failpy"
+    fail.write_text("#!/usr/bin/env bash\necho 'ValueError: out/text:2: no such clip' >&2\nexit 1\n")
+    fail.chmod(0o755)
+    r = subprocess.run(["scripts/score.sh", "--python", str(fail), "--metrics", "cider_d", "refs", "out"], cwd=d,
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "LC_ALL": "C"})
+    assert r.returncode == 1 and "ValueError: out/text:2: no such clip" in r.stdout + r.stderr
+    assert not any((d / "out" / f).exists() for f in ("score.json", "per_clip.json", "result.txt", ".score.done"))

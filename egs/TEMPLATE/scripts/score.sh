@@ -6,8 +6,8 @@
 # When <decode-dir>/text_samples exists (caption_decode --num_diversity_samples), it is passed as
 # --hyp_samples: score.json then also has CIDEr-D (samples), Div-1, Div-2 and mBLEU-4 (seed 001);
 # likewise <decode-dir>/text_nbest (caption_decode --nbest) as --hyp_nbest: Div-1/Div-2/mBLEU-4 (beams).
-# A .score.done marker (holding the metric options and the references' path and checksum) newer
-# than <decode-dir>/text (and text_samples) makes re-running a no-op.
+# A .score.done marker (holding the metric options, the references' path and the checksums of the
+# hypotheses, references, utt2spk and spk2utt) makes re-running with the same inputs a no-op.
 set -euo pipefail
 
 log() {
@@ -47,31 +47,36 @@ dir=$2
 
 [ -f "${dir}/text" ] || { log "Error: ${dir}/text not found (run the decoding stage first)"; exit 1; }
 samples_opts=()
-_newest=${dir}/text
 if [ -f "${dir}/text_samples" ]; then
     samples_opts=(--hyp_samples "${dir}/text_samples")
-    [ "${dir}/text_samples" -nt "${_newest}" ] && _newest=${dir}/text_samples
 fi
 nbest_opts=()
 if [ -f "${dir}/text_nbest" ]; then
     nbest_opts=(--hyp_nbest "${dir}/text_nbest")
-    [ "${dir}/text_nbest" -nt "${_newest}" ] && _newest=${dir}/text_nbest
 fi
 [ -f "${ref_dir}/text" ] || { log "Error: ${ref_dir}/text not found (the references)"; exit 1; }
-# the references are part of the key: other or edited references are scored again
-_refs_md5=$(md5sum < "${ref_dir}/text" | cut -d' ' -f1)
-_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]} refs=${ref_dir}:${_refs_md5}"
-if [ -f "${dir}/.score.done" ] && [ "${dir}/.score.done" -nt "${_newest}" ] \
-        && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
+# The key holds the options and the checksums of every input (the hypotheses, the references and
+# their clip grouping): a re-run redoes the scoring when any of them changed. A modification time
+# did not tell (a hypothesis file copied back with its old time kept the old score).
+_md5s() { for _f in "$@"; do if [ -f "${_f}" ]; then md5sum < "${_f}" | cut -d' ' -f1; else echo -; fi; done | paste -sd, -; }
+_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]}"
+_key+=" hyps=$(_md5s "${dir}/text" "${dir}/text_samples" "${dir}/text_nbest")"
+_key+=" refs=${ref_dir}:$(_md5s "${ref_dir}/text" "${ref_dir}/utt2spk" "${ref_dir}/spk2utt")"
+if [ -f "${dir}/.score.done" ] && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
     log "${dir} is already scored (remove ${dir}/.score.done to redo)"
     exit 0
 fi
 mkdir -p "${dir}/log"
-rm -f "${dir}/.score.done"
+# an earlier run's scores go first: a failed re-score must not leave them for caption_results
+rm -f "${dir}/.score.done" "${dir}/score.json" "${dir}/per_clip.json" "${dir}/result.txt"
 # shellcheck disable=SC2086
-${cmd} "${dir}/log/score.log" \
+if ! ${cmd} "${dir}/log/score.log" \
     ${python} -m captionbin.caption_score --ref_dir "${ref_dir}" --hyp "${dir}/text" --metrics "${metrics}" \
         --output "${dir}/score.json" ${spice_lib_dir:+--spice_lib_dir "${spice_lib_dir}"} \
-        ${samples_opts[@]+"${samples_opts[@]}"} ${nbest_opts[@]+"${nbest_opts[@]}"}
+        ${samples_opts[@]+"${samples_opts[@]}"} ${nbest_opts[@]+"${nbest_opts[@]}"}; then
+    log "Error: scoring ${dir} failed; the end of ${dir}/log/score.log:"
+    tail -n 5 "${dir}/log/score.log" >&2
+    exit 1
+fi
 echo "${_key}" > "${dir}/.score.done"
 log "Successfully finished. [elapsed=${SECONDS}s]"
