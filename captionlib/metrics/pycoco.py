@@ -42,6 +42,11 @@ def pycoco_dir(sub: str) -> str:
     return os.path.join(base, sub)
 
 
+#: what the PTB tokenizer (-preserveLines) ends a line at, mapped to a space: a caption holding
+#: one came back as two lines (pycocoevalcap then reads every later caption out of step)
+_LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\u2028\u2029\u0085\v\f"})
+
+
 def ptb_tokenize(
     sentences: Sequence[str], java: str = "java", tmp_dir: Optional[str] = None
 ) -> List[str]:
@@ -51,7 +56,8 @@ def ptb_tokenize(
     and drops pycocoevalcap's punctuation tokens (``PUNCTUATIONS``).
 
     Args:
-        sentences: raw captions (newlines inside a caption become spaces).
+        sentences: raw captions (line breaks inside a caption become spaces: ``\\n``, ``\\r``,
+            and U+2028, U+2029, U+0085, ``\\v``, ``\\f``, which the tokenizer also ends a line at).
         java: java executable.
         tmp_dir: where to put the temporary input file (default: system temp dir).
 
@@ -64,7 +70,7 @@ def ptb_tokenize(
     if not sentences:
         return []
     jar = os.path.join(pycoco_dir("tokenizer"), STANFORD_CORENLP_3_4_1_JAR)
-    text = "\n".join(s.replace("\n", " ").replace("\r", " ") for s in sentences)
+    text = "\n".join(s.translate(_LINE_BREAKS) for s in sentences)
     fd, path = tempfile.mkstemp(prefix="ptb_", suffix=".txt", dir=tmp_dir)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -115,3 +115,14 @@ def test_meteor_batch_equals_pycocoevalcap():
     for r, h in ((["a dog"], "a\ndog"), (["a\rdog"], "a dog")):
         with pytest.raises(ValueError, match="line break"):
             meteor_score({"x": r}, {"x": h})
+
+
+def test_ptb_tokenizer_takes_unicode_line_separators_as_spaces():
+    """U+2028 in a caption came back from the jar as two lines: a RuntimeError traceback
+    naming neither the file nor the line."""
+    if shutil.which("java") is None:
+        pytest.skip("no java")
+    from captionlib.metrics.pycoco import ptb_tokenize
+
+    captions = ["rain \u2028 on a roof", "a\u2029dog", "x\x0by\x0cz\x85w", "a dog. Barks!"]
+    assert ptb_tokenize(captions) == ["rain on a roof", "a dog", "x y z w", "a dog barks"]
