@@ -15,6 +15,7 @@ never 0 (smallest possible p: ``1 / (1 + num_resamples)``). Identical systems gi
 """
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Sequence, Union
@@ -112,12 +113,14 @@ def has_per_clip(path: Union[str, Path], metric: str) -> bool:
     ``per_clip.json``; one scored without ``metric`` lacks it).
 
     Raises:
-        ValueError: naming the file, if it exists but cannot be read as JSON.
+        ValueError: naming the file, if it exists but cannot be read as a JSON object.
     """
     if not Path(path).is_file():
         return False
     obj = _load_per_clip(path)
-    return isinstance(obj, dict) and isinstance(obj.get(metric), dict)
+    if not isinstance(obj, dict):  # used to count as "no per-clip scores": that seed was left out silently
+        raise ValueError(f"{path}: expected a JSON object of per-clip scores, got {type(obj).__name__}")
+    return isinstance(obj.get(metric), dict)
 
 
 def read_per_clip(path: Union[str, Path], metric: str) -> Dict[str, float]:
@@ -125,7 +128,7 @@ def read_per_clip(path: Union[str, Path], metric: str) -> Dict[str, float]:
 
     Raises:
         ValueError: naming the file, if it cannot be read, lacks ``metric`` or holds a
-            non-numeric score.
+            score that is no finite number.
     """
     obj = _load_per_clip(path)
     if not isinstance(obj, dict) or not isinstance(obj.get(metric), dict):
@@ -133,8 +136,8 @@ def read_per_clip(path: Union[str, Path], metric: str) -> Dict[str, float]:
         raise ValueError(f"{path}: no per-clip {metric} scores (has {have})")
     out: Dict[str, float] = {}
     for clip, value in obj[metric].items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{path}: {metric} of clip {clip!r} must be a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{path}: {metric} of clip {clip!r} must be a finite number, got {value!r}")
         out[str(clip)] = float(value)
     return out
 

@@ -265,7 +265,7 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     """Read one ``<model>/decode_<tag>/<set>/score.json`` below ``exp_dir``.
 
     Raises:
-        ValueError: naming the file, if it is not a JSON object of numbers/nulls, or if the
+        ValueError: naming the file, if it is not a JSON object of numbers (not infinite)/nulls, or if the
             model dir's ``config.yaml`` is not a YAML mapping.
     """
     score_json = Path(score_json)
@@ -282,8 +282,9 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     scores: Dict[str, Optional[float]] = {}
     for key in METRIC_KEYS:
         value = obj.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValueError(f"{score_json}: {key} must be a number or null, got {value!r}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or math.isinf(value)):  # inf: a traceback in the mean and std
+            raise ValueError(f"{score_json}: {key} must be a number (NaN allowed, not infinity) or null, got {value!r}")
         scores[key] = None if value is None else float(value)
     skipped = obj.get("skipped") or {}
     if not isinstance(skipped, dict):

@@ -125,6 +125,9 @@ def test_bad_score_file_names_file(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="score.json"):
         collect_scores(exp)
+    bad.write_text(json.dumps(FULL).replace('"CIDEr-D": ', '"CIDEr-D": Infinity, "x": '))  # a traceback in stdev
+    with pytest.raises(ValueError, match=f"{bad}: CIDEr-D must be a number .*not infinity.*, got inf"):
+        collect_scores(exp)
 
 
 def test_empty_exp(tmp_path):
@@ -327,6 +330,15 @@ def test_significance_needs_per_clip_of_both(tmp_path, capsys):
     assert e.value.code == 1
     err = capsys.readouterr().err
     assert str(xe_file) in err and str(rl_dir / "per_clip.json") in err
+    # a NaN score ("scores must be finite", no file named) and a file that is no JSON object
+    # (its seed was left out of the significance line silently) are errors naming the file
+    for content, expected in ((json.dumps({"CIDEr-D": {c: float("nan") for c in CLIPS}}), "must be a finite number"),
+                              ("[1, 2]", "expected a JSON object of per-clip scores, got list")):
+        xe_file.write_text(content)
+        with pytest.raises(SystemExit) as e:
+            main(["--exp_dir", str(exp), "--output", str(out)])
+        err = capsys.readouterr().err
+        assert e.value.code == 1 and f"{xe_file}: " in err and expected in err, err
 
 
 def test_significance_pairs_staged_rl_and_xe_decoded_with_another_model_file(tmp_path):
