@@ -35,7 +35,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
 
     try:
         write_prior_decode(args.train_text, args.data_dir, args.output_dir)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # OSError: a directory given as a file, an output dir that is a file
         logging.error("%s", e)
         sys.exit(1)
 

@@ -32,9 +32,14 @@ def write_prior_decode(train_text: Union[str, Path], data_dir: Union[str, Path],
     frequent caption of ``train_text``; returns that caption.
 
     Raises:
-        FileNotFoundError / ValueError: missing or malformed files (named by the readers).
+        OSError / ValueError: missing, unreadable or malformed files (named), an output dir that
+            cannot be made, a ``train_text`` without a non-empty caption (named).
     """
-    caption = most_frequent_caption(read_text(train_text).values())
+    captions = read_text(train_text).values()
+    try:
+        caption = most_frequent_caption(captions)
+    except ValueError as e:
+        raise ValueError(f"{train_text}: {e}") from None
     clips = read_spk2utt(Path(data_dir) / "spk2utt")
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     write_scp(Path(output_dir) / "text", {c: caption for c in clips})
