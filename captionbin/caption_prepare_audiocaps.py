@@ -55,14 +55,15 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.audiocaps.prepare_audiocaps`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.corpora.audiocaps import AudioCapsPrepError, prepare_audiocaps
+    from captionlib.corpora.audiocaps import prepare_audiocaps
 
     try:
         prepare_audiocaps(
             csv_dir=args.csv_dir, audio_dir=args.audio_dir, split=args.split, output_dir=args.output_dir,
             max_missing_fraction=args.max_missing_fraction, skip_bad=args.skip_bad,
         )
-    except AudioCapsPrepError as e:
+    except (ValueError, OSError) as e:  # AudioCapsPrepError, a ValueError; OSError: a directory given as a file, an
+        # output dir that cannot be made
         logging.error("%s", e)
         sys.exit(1)
 

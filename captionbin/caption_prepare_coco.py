@@ -44,12 +44,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.coco.prepare_coco`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.corpora.coco import CocoPrepError, prepare_coco
+    from captionlib.corpora.coco import prepare_coco
 
     try:
         prepare_coco(dataset_json=args.dataset_json, split=args.split, output_dir=args.output_dir,
                      image_root=args.image_root, skip_bad=args.skip_bad)
-    except CocoPrepError as e:
+    except (ValueError, OSError) as e:  # CocoPrepError, a ValueError; OSError: a directory given as a file, an
+        # output dir that cannot be made
         logging.error("%s", e)
         sys.exit(1)
 

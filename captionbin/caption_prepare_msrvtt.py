@@ -52,12 +52,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     needed = "test_json" if args.split == "test" else "train_val_json"
     if getattr(args, needed) is None:
         parser.error(f"--split {args.split} needs --{needed}")
-    from captionlib.corpora.msrvtt import MsrvttPrepError, prepare_msrvtt
+    from captionlib.corpora.msrvtt import prepare_msrvtt
 
     try:
         prepare_msrvtt(split=args.split, output_dir=args.output_dir, train_val_json=args.train_val_json,
                        test_json=args.test_json, video_root=args.video_root, skip_bad=args.skip_bad)
-    except MsrvttPrepError as e:
+    except (ValueError, OSError) as e:  # MsrvttPrepError, a ValueError; OSError: a directory given as a file, an
+        # output dir that cannot be made
         logging.error("%s", e)
         sys.exit(1)
 

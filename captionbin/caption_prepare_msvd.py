@@ -59,14 +59,15 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.msvd.prepare_msvd`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.corpora.msvd import MsvdPrepError, prepare_msvd
+    from captionlib.corpora.msvd import prepare_msvd
 
     try:
         prepare_msvd(corpus_csv=args.corpus_csv, mapping=args.mapping, split=args.split,
                      output_dir=args.output_dir, video_root=args.video_root,
                      split_sizes=[int(n) for n in args.split_sizes.split(",")],
                      skip_bad=args.skip_bad)
-    except MsvdPrepError as e:
+    except (ValueError, OSError) as e:  # MsvdPrepError, a ValueError; OSError: a directory given as a file, an
+        # output dir that cannot be made
         logging.error("%s", e)
         sys.exit(1)
 

@@ -48,13 +48,14 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` (default: ``sys.argv[1:]``) and run :func:`captionlib.corpora.tgif.prepare_tgif`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    from captionlib.corpora.tgif import TgifPrepError, prepare_tgif
+    from captionlib.corpora.tgif import prepare_tgif
 
     try:
         prepare_tgif(tsv=args.tsv, split_list=args.split_list, split=args.split, output_dir=args.output_dir,
                      gif_root=args.gif_root, max_missing_fraction=args.max_missing_fraction,
                      skip_bad=args.skip_bad)
-    except TgifPrepError as e:
+    except (ValueError, OSError) as e:  # TgifPrepError, a ValueError; OSError: a directory given as a file, an
+        # output dir that cannot be made
         logging.error("%s", e)
         sys.exit(1)
 

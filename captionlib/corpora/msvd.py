@@ -37,7 +37,7 @@ from captionlib.corpora.prep import (
     media_root,
     write_caption_dir,
 )
-from captionlib.io.datadir import PathLike, read_csv_rows
+from captionlib.io.datadir import PathLike, read_csv_rows, read_utf8_lines
 
 SPLITS = ("train", "val", "test")
 STANDARD_SPLIT_SIZES = (1200, 100, 670)
@@ -80,14 +80,7 @@ def read_mapping(path: PathLike) -> Dict[str, Tuple[int, int]]:
     path = os.fspath(path)
     out: Dict[str, Tuple[int, int]] = {}
     number_line: Dict[int, int] = {}
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        raise MsvdPrepError(f"{path}: mapping file not found") from None
-    except UnicodeDecodeError as e:
-        raise MsvdPrepError(f"{path}: not valid UTF-8 ({e.reason})") from None
-    for line_no, line in enumerate(lines, start=1):
+    for line_no, line in enumerate(read_utf8_lines(path, MsvdPrepError, "mapping file"), start=1):
         if not line.strip():
             continue
         m = _MAPPING_RE.fullmatch(line.strip())

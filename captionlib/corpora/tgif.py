@@ -41,7 +41,7 @@ from captionlib.corpora.prep import (
     write_caption_dir,
     write_missing,
 )
-from captionlib.io.datadir import PathLike, read_utf8
+from captionlib.io.datadir import PathLike, read_utf8_lines
 from captionlib.visual.media import GIF_SIGNATURES, is_gif
 
 SPLITS = ("train", "val", "test")
@@ -83,7 +83,7 @@ def read_split_list(path: str, bad: BadRecords) -> Dict[str, Tuple[str, int]]:
     """
     urls: Dict[str, Tuple[str, int]] = {}
     names: Dict[str, Tuple[str, int]] = {}
-    for line_no, line in enumerate(read_utf8(path, TgifPrepError, "split list").splitlines(), start=1):
+    for line_no, line in enumerate(read_utf8_lines(path, TgifPrepError, "split list"), start=1):
         url = line.strip()
         if not url:
             continue
@@ -119,7 +119,7 @@ def read_sentences(tsv: str, urls: Dict[str, Tuple[str, int]], bad: BadRecords) 
     """
     sentences: Dict[str, List[str]] = {url: [] for url in urls}
     no_words = 0
-    for line_no, line in enumerate(read_utf8(tsv, TgifPrepError, "TGIF sentence file").splitlines(), start=1):
+    for line_no, line in enumerate(read_utf8_lines(tsv, TgifPrepError, "TGIF sentence file"), start=1):
         if not line.strip():
             continue
         url, tab, sentence = line.partition("\t")

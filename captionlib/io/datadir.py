@@ -265,6 +265,20 @@ def read_utf8(path: PathLike, error: Type[Exception] = ValueError, what: str = "
         raise error(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
 
 
+def read_utf8_lines(path: PathLike, error: Type[Exception] = ValueError, what: str = "file") -> List[str]:
+    """The lines of a UTF-8 file (:func:`read_utf8`), split at ``\\n`` only, a ``\\r`` before it
+    dropped: ``str.splitlines`` also splits at U+2028, U+0085, ``\\v``, ``\\f`` and ``\\x1c``-``\\x1e``,
+    which cut a caption short and numbered every later line wrong.
+
+    Raises:
+        error: as :func:`read_utf8`.
+    """
+    lines = read_utf8(path, error, what).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def read_csv_rows(
     csv_path: PathLike, header: Sequence[str], error: Type[Exception] = ValueError, what: str = "CSV"
 ) -> List[Tuple[int, List[str]]]:

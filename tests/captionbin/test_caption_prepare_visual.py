@@ -121,3 +121,24 @@ def test_outputs_pass_validate_data_dir(tmp_path, corpus, media):
     flags = ["--no-feats"] + ([] if media else ["--no-media"])
     res = subprocess.run(["bash", str(script)] + flags + [str(out)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("name, args", [
+    ("coco", ["--dataset_json", "{d}", "--split", "train"]),
+    ("msrvtt", ["--train_val_json", "{d}", "--split", "train"]),
+    ("msvd", ["--corpus_csv", "{d}", "--mapping", "{d}", "--split", "train"]),
+    ("tgif", ["--tsv", "{d}", "--split_list", "{d}", "--split", "train"]),
+    ("audiocaps", ["--csv_dir", "{d}", "--audio_dir", "{d}", "--split", "train"]),
+])
+def test_a_directory_given_as_an_input_file_is_one_error_line(tmp_path, capsys, name, args):
+    """Every preparer but Clotho's caught only its own error class: IsADirectoryError tracebacks."""
+    import importlib
+
+    main = importlib.import_module(f"captionbin.caption_prepare_{name}").main
+    d = tmp_path / "adir"
+    d.mkdir()
+    (d / "train.csv").mkdir()  # AudioCaps reads <csv_dir>/train.csv
+    with pytest.raises(SystemExit) as e:
+        main([a.format(d=d) for a in args] + ["--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err and "ERROR: " in err and str(d) in err, err

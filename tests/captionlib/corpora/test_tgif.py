@@ -143,6 +143,21 @@ def test_malformed_rows_and_urls(corpus, tmp_path):
         _prep_copy(corpus, tmp_path / "e")
 
 
+
+def test_a_unicode_line_separator_inside_a_sentence_is_a_space(corpus, tmp_path):
+    """str.splitlines() split a row at U+2028 (and U+0085, VT, FF): the sentence was cut short
+    under skip_bad, else the next line was blamed, and every later line number was off."""
+    tsv = corpus / "data" / "tgif-v1.0.tsv"
+    url = (corpus / "data" / "splits" / "val.txt").read_text().split()[0]
+    rows = tsv.read_text()
+    tsv.write_text(f"{url}\ta red square\u2028slides from the left\x85to the right\n" + rows + "no tab here\n")
+    with pytest.raises(TgifPrepError, match=rf"tgif-v1.0.tsv:{len(rows.splitlines()) + 2}: expected '<GIF URL>"):
+        _prep_copy(corpus, tmp_path / "a")
+    _prep_copy(corpus, tmp_path / "b", skip_bad=True)
+    captions = read_text(tmp_path / "b" / "text").values()
+    assert "a red square slides from the left to the right" in captions
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(split="dev"), "unknown TGIF split 'dev'"),
     (dict(max_missing_fraction=1.5), r"max_missing_fraction must be in \[0, 1\]"),
