@@ -87,7 +87,8 @@ def prepare_msrvtt(
         MsrvttPrepError (a ``ValueError``): unknown split, the needed JSON not given,
             missing or unreadable, without ``videos``/``sentences`` lists (always
             fatal); and, unless ``skip_bad``, a video record with a missing key, a
-            ``video_id`` not of the form ``videoN``, an unknown or repeated video, a
+            ``video_id`` not of the form ``videoN``, an unknown or repeated video, a video of
+            a split the file does not hold (``test`` in the train/val file, or the reverse), a
             sentence with a missing key, for an unknown video, with a repeated
             ``sen_id`` or without words, a video of the split without captions, a missing
             or empty video file. Messages start ``<json>:videos[<i>]`` or
@@ -160,6 +161,10 @@ def _read_videos(videos: Sequence[object], path: str, official: str,
             continue
         if rec["split"] not in OFFICIAL_SPLITS:
             bad(f"{where}: unknown split {rec['split']!r}; expected one of {', '.join(OFFICIAL_SPLITS)}")
+            continue
+        in_file = ("test",) if official == "test" else ("train", "validate")  # the file's splits
+        if rec["split"] not in in_file:  # was left out of every split with no line logged
+            bad(f"{where}: split {rec['split']!r} in the file of the {'/'.join(in_file)} videos")
             continue
         video_index[vid] = i
         if rec["split"] == official:

@@ -84,6 +84,7 @@ def _sents(n, first, count=3):
     ("sentence_repeated_id", "sentences[4]: sen_id 0 repeated (first in sentences[0])"),
     ("sentence_no_words", "sentences[4]: caption has no words"),
     ("missing_video_file", "videos[1]: media file not found"),
+    ("video_of_the_other_file", "videos[1]: split 'test' in the file of the train/validate videos"),
 ])
 def test_bad_records_name_file_and_index(tmp_path, caplog, case, fragment):
     videos = [_video(1), _video(2)]
@@ -100,6 +101,8 @@ def test_bad_records_name_file_and_index(tmp_path, caplog, case, fragment):
         sentences[4]["video_id"] = "video42"
     elif case == "sentence_repeated_id":
         sentences[4]["sen_id"] = 0
+    elif case == "video_of_the_other_file":  # was in no split, no line logged
+        videos[1]["split"] = "test"
     elif case == "sentence_no_words":
         sentences[4]["caption"] = " - "
     root = tmp_path / "videos"
@@ -138,5 +141,5 @@ def test_fatal_errors(tmp_path):
     p.write_text('{"videos": []}', encoding="utf-8")
     with pytest.raises(MsrvttPrepError, match=f"{p}: missing top-level key 'sentences'"):
         prepare_msrvtt("test", tmp_path / "o", test_json=p)
-    with pytest.raises(MsrvttPrepError, match="no usable clip"):  # a train/val file has no test video
+    with pytest.raises(MsrvttPrepError, match="videos.0.: split 'train' in the file of the test videos"):  # swapped
         prepare_msrvtt("test", tmp_path / "o", test_json=TRAIN_VAL)
