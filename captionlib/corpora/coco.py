@@ -39,7 +39,7 @@ from captionlib.corpora.prep import (
     missing_keys,
     write_caption_dir,
 )
-from captionlib.io.datadir import PathLike
+from captionlib.io.datadir import PathLike, control_problem
 
 SPLITS = {"train": ("train", "restval"), "val": ("val",), "test": ("test",)}
 KARPATHY_SPLITS = ("train", "restval", "val", "test")
@@ -113,7 +113,8 @@ def prepare_coco(
 
 
 def _record_problem(rec: object, seen: Dict[int, int]) -> Optional[str]:
-    """Why an ``images[i]`` record is bad (keys, Karpathy split, ``cocoid``), or ``None``.
+    """Why an ``images[i]`` record is bad (keys, Karpathy split, ``cocoid``, ``filepath`` and
+    ``filename`` that are not one name each), or ``None``.
 
     Args:
         rec: the JSON record.
@@ -129,6 +130,13 @@ def _record_problem(rec: object, seen: Dict[int, int]) -> Optional[str]:
         return f"cocoid must be a non-negative integer, got {cocoid!r}"
     if cocoid in seen:
         return f"cocoid {cocoid} repeated (first in images[{seen[cocoid]}])"
+    for key in ("filepath", "filename"):  # one path component each: "../" left the image root
+        value = rec[key]
+        if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "\\" in value:
+            return f"{key} must be a file or folder name (no path), got {value!r}"
+        problem = control_problem(value)
+        if problem:  # a newline failed only when image.scp was written, after text and utt2spk
+            return f"{key} {value!r}: {problem}"
     return None
 
 

@@ -74,6 +74,9 @@ def _image(cocoid, split="test", raws=("A cat sits.",) * 5, folder="val2014"):
     ("no_raw", "images[1].sentences[0]: missing or non-string 'raw'"),
     ("missing_image", "images[1]: media file not found"),
     ("empty_image", "images[1]: empty media file (0 bytes)"),
+    ("path_in_filename", "images[1]: filename must be a file or folder name (no path), got '../../../etc/passwd'"),
+    ("dotdot_filepath", "images[1]: filepath must be a file or folder name (no path), got '..'"),
+    ("newline_in_filename", "images[1]: filename 'a\\nb.jpg': control character U+000A at column 2"),
 ])
 def test_bad_records_name_file_and_record(tmp_path, caplog, case, fragment):
     good, other = _image(7), _image(8)
@@ -96,6 +99,12 @@ def test_bad_records_name_file_and_record(tmp_path, caplog, case, fragment):
         (root / other["filename"]).unlink()
     elif case == "empty_image":
         (root / other["filename"]).write_bytes(b"")
+    elif case == "path_in_filename":  # it left the image root
+        other["filename"] = "../../../etc/passwd"
+    elif case == "dotdot_filepath":
+        other["filepath"] = ".."
+    elif case == "newline_in_filename":  # failed after text and utt2spk were written
+        other["filename"] = "a\nb.jpg"
     path = _write(tmp_path, [good, other])
     with pytest.raises(CocoPrepError) as e:
         prepare_coco(path, "test", tmp_path / "out", image_root=tmp_path / "images")
