@@ -220,7 +220,8 @@ def _find_audio(clips: Dict[Tuple[str, str], ClipCaptions], audio_root: str, spl
                 bad: BadRecords) -> _FoundAudio:
     """Look up each clip's audio (see :func:`audio_names`) in ``audio_root`` or ``audio_root/<split>``.
 
-    A clip without a file is listed as missing; an empty, unreadable or 0-sample file goes to ``bad``.
+    A clip without a file is listed as missing; an empty, unreadable or 0-sample file goes to
+    ``bad``, and, skipped, is listed as missing too (so ``max_missing_fraction`` counts it).
     """
     clips_per_id: Dict[str, int] = {}
     for youtube_id, _ in clips:
@@ -232,18 +233,18 @@ def _find_audio(clips: Dict[Tuple[str, str], ClipCaptions], audio_root: str, spl
         if path is None:
             found.missing[clip.clip_id] = [youtube_id, start] + names
             continue
+        info = None
         problem = media_problem(path, path)
+        if not problem:
+            try:
+                info = audio_info(path)  # the header (libsndfile), else PyAV decodes it (m4a)
+            except (ValueError, OSError) as e:
+                problem = f"unreadable audio: {e}"
+        problem = problem or audio_length_problem(info, path)  # empty, or shorter than one analysis window
         if problem:
             bad(f"{problem} (clip {clip.clip_id})")
-            continue
-        try:
-            info = audio_info(path)  # the header (libsndfile), else PyAV decodes it (m4a)
-        except (ValueError, OSError) as e:
-            bad(f"unreadable audio of clip {clip.clip_id}: {e}")
-            continue
-        problem = audio_length_problem(info, path)  # empty, or shorter than one analysis window
-        if problem:
-            bad(f"{problem} (clip {clip.clip_id})")
+            # skipped (skip_bad): a broken download is a missing clip, listed and counted in the fraction
+            found.missing[clip.clip_id] = [youtube_id, start] + names
             continue
         clip.media = path
         found.kept.append(clip)

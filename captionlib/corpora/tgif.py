@@ -155,7 +155,7 @@ def find_gifs(clips: List[Tuple[ClipCaptions, str, str]], root: str, bad: BadRec
         clips: ``(clip, URL, file name)`` per clip, in split-list order.
         root: the absolute GIF folder.
         bad: receives an empty file or one without a GIF signature (:data:`GIF_SIGNATURES`: e.g. an
-            HTML error page saved by the download), naming it.
+            HTML error page saved by the download), naming it; skipped, it is listed as missing too.
     """
     found = _FoundGifs()
     for clip, url, name in clips:
@@ -168,6 +168,7 @@ def find_gifs(clips: List[Tuple[ClipCaptions, str, str]], root: str, bad: BadRec
             problem = f"not a GIF (it does not start with {' or '.join(s.decode() for s in GIF_SIGNATURES)}): {path}"
         if problem:
             bad(f"{problem} (clip {clip.clip_id}, {url})")
+            found.missing[clip.clip_id] = [url, name]  # skipped: a missing GIF, counted in the fraction
             continue
         clip.media = path
         found.kept.append(clip)

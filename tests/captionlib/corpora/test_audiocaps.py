@@ -202,8 +202,13 @@ def test_bad_audio(tmp_path, content, message):
     bad.write_bytes(content)
     with pytest.raises(AudioCapsPrepError, match=f"{message}.*{bad}|{bad}.*{message}"):
         prepare_audiocaps(csv_dir, audio, "train", tmp_path / "out")
-    stats = prepare_audiocaps(csv_dir, audio, "train", tmp_path / "out", skip_bad=True)
-    assert (stats["clips"], stats["skipped"], stats["missing"]) == (1, 1, 0)
+    # skipped, a broken download is a missing clip: listed, and counted against max_missing_fraction
+    # (broken files escaped the fraction: 0 of 7 missing, 5 of 7 written)
+    with pytest.raises(AudioCapsPrepError, match=r"1 of 2 clips missing \(50.0%\): aaaaaaaaa02_30"):
+        prepare_audiocaps(csv_dir, audio, "train", tmp_path / "out", skip_bad=True)
+    stats = prepare_audiocaps(csv_dir, audio, "train", tmp_path / "out", skip_bad=True, max_missing_fraction=0.5)
+    assert (stats["clips"], stats["skipped"], stats["missing"]) == (1, 1, 1)
+    assert "audiocaps-aaaaaaaaa02-30" in (tmp_path / "out" / "missing").read_text()
 
 
 def test_zero_sample_audio(tmp_path):

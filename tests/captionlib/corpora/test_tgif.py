@@ -100,10 +100,14 @@ def test_bad_gif_files_fail_or_are_skipped(corpus, tmp_path, content, message, c
     (corpus / "gifs" / "tumblr_nc1sq0red1_250.gif").write_bytes(content)
     with pytest.raises(TgifPrepError, match=message):
         _prep_copy(corpus, tmp_path / "out")
+    # skipped, a broken download is a missing GIF: listed, and counted against max_missing_fraction
+    with pytest.raises(TgifPrepError, match=r"1 of 2 GIFs missing \(50.0%\): tumblr_nc1sq0red1_250.gif"):
+        _prep_copy(corpus, tmp_path / "out", skip_bad=True)
     with caplog.at_level(logging.WARNING):
-        stats = _prep_copy(corpus, tmp_path / "out", skip_bad=True)
-    assert stats["clips"] == 1 and stats["skipped"] == 1 and stats["missing"] == 0
+        stats = _prep_copy(corpus, tmp_path / "out", skip_bad=True, max_missing_fraction=0.5)
+    assert stats["clips"] == 1 and stats["skipped"] == 1 and stats["missing"] == 1
     assert any("skipping: " in r.getMessage() for r in caplog.records)
+    assert "tumblr_nc1sq0red1_250" in (tmp_path / "out" / "missing").read_text()
 
 
 def test_truncated_and_one_frame_gifs_are_kept_for_the_extractor(corpus, tmp_path):
