@@ -598,6 +598,18 @@ def format_results(
         for (key, reason), where in sorted(reasons.items()):
             scope = "all rows" if len(where) == len(rows) else "; ".join(where)
             lines.append(f"- {key}: {reason} ({scope})")
+    # What score.json records as skipped besides the metrics, e.g. the PTB tokenizer without Java:
+    # those rows' scores are not comparable with others (they used to look like any other row).
+    notes: Dict[tuple, List[str]] = {}
+    for r in rows:
+        for key, reason in r.skipped.items():
+            if key not in METRIC_KEYS:
+                notes.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
+    if notes:
+        lines += ["", "Scored differently (not comparable with rows scored otherwise):", ""]
+        for (key, reason), where in sorted(notes.items()):
+            scope = "all rows" if len(where) == len(rows) else "; ".join(where)
+            lines.append(f"- {key}: {reason} ({scope})")
     lines += format_significance(significance or [], comparisons=comparisons)
     return "\n".join(lines) + "\n"
 

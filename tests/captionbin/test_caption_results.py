@@ -117,6 +117,17 @@ def test_null_without_reason(tmp_path):
         "(m t2 s)" in text
 
 
+def test_rows_scored_without_the_ptb_tokenizer_are_marked(tmp_path):
+    """Without Java the scores come from the fallback tokenizer (CIDEr-D 0.759 against 0.903 in
+    the hunt's example); score.json said so, RESULTS.md did not."""
+    exp = tmp_path / "exp"
+    _write(exp, "a", "t", "s", FULL)
+    _write(exp, "b", "t", "s", dict(FULL, skipped={"PTB-tokenizer": "java not found: no-java"}))
+    text = format_results(collect_scores(exp))
+    assert "Scored differently (not comparable with rows scored otherwise):" in text
+    assert "- PTB-tokenizer: java not found: no-java (b t s)" in text
+
+
 def test_bad_score_file_names_file(tmp_path):
     exp = tmp_path / "exp"
     bad = _write(exp, "m", "t", "s", dict(FULL, METEOR="high"))
