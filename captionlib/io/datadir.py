@@ -53,7 +53,7 @@ def sort_key_c(key: str) -> bytes:
     return key.encode("utf-8")
 
 
-def _iter_lines(path: PathLike):
+def iter_lines(path: PathLike):
     """Yield ``(line_number, line)`` with the newline removed; decoding errors name the file,
     and so do a UTF-8 byte-order mark (an editor's, which would become part of the first
     id: a clip of its own, silently, as Kaldi's tools would read it) and a control character
@@ -97,7 +97,7 @@ def read_scp(path: PathLike, allow_empty_value: bool = False) -> Dict[str, str]:
     """
     out: Dict[str, str] = {}
     first_line: Dict[str, int] = {}
-    for lineno, line in _iter_lines(path):
+    for lineno, line in iter_lines(path):
         stripped = line.rstrip()
         if not stripped:
             raise ValueError(f"{path}:{lineno}: empty line")

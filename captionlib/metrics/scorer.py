@@ -34,7 +34,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
+from captionlib.io.datadir import iter_lines, read_scp, read_spk2utt, read_text, read_utt2spk
 from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d, mean_cider_d_of_sets
 from captionlib.metrics.diversity import diversity_metrics
@@ -472,24 +472,22 @@ def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
     diversity over 1 caption of one clip and 5 of another would be no score of either.
 
     Raises:
-        ValueError: for a malformed line, a duplicate id, or an id without ``#<k>``,
-            naming the file and line; for a clip whose ids are not ``#1`` .. ``#N`` with the
+        ValueError: for a malformed line, a duplicate id, an id without ``#<k>``, a UTF-8
+            byte-order mark or a control character, naming the file and line; for a clip whose ids are not ``#1`` .. ``#N`` with the
             N of the file's first clip, naming the file, the clip and its ids.
     """
     grouped: Dict[str, Dict[int, str]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            key, _, caption = line.partition(" ")
-            clip, sep, k = key.rpartition(SAMPLE_SEP)
-            if not sep or not clip or not k.isdigit():
-                raise ValueError(f"{path}:{lineno}: expected '<clip-id>{SAMPLE_SEP}<k> <caption>', got {line!r}")
-            per = grouped.setdefault(clip, {})
-            if int(k) in per:
-                raise ValueError(f"{path}:{lineno}: duplicate sample id {key!r}")
-            per[int(k)] = caption.strip()
+    for lineno, line in iter_lines(path):  # a BOM or a control character is an error naming the line, as in text
+        if not line.strip():
+            continue
+        key, caption = (line.split(maxsplit=1) + [""])[:2]  # the id ends at the first whitespace (a tab too)
+        clip, sep, k = key.rpartition(SAMPLE_SEP)
+        if not sep or not clip or not k.isdigit():
+            raise ValueError(f"{path}:{lineno}: expected '<clip-id>{SAMPLE_SEP}<k> <caption>', got {line!r}")
+        per = grouped.setdefault(clip, {})
+        if int(k) in per:
+            raise ValueError(f"{path}:{lineno}: duplicate sample id {key!r}")
+        per[int(k)] = caption.strip()
     if grouped:
         first = next(iter(grouped))
         want = list(range(1, len(grouped[first]) + 1))

@@ -100,6 +100,15 @@ def test_read_samples(tmp_path):
     p.write_text("c1 a dog\n")
     with pytest.raises(ValueError, match=r"text_samples:1"):
         read_samples(p)
+    # as in text: a tab after the id is a separator, a BOM and a control character are errors
+    p.write_text("c1#1\ta dog\n")
+    assert read_samples(p) == {"c1": ["a dog"]}
+    p.write_bytes(b"\xef\xbb\xbfc1#1 a dog\n")
+    with pytest.raises(ValueError, match=r"text_samples:1: starts with a UTF-8 byte-order mark"):
+        read_samples(p)
+    p.write_text("c1#1 a\x01dog\n")
+    with pytest.raises(ValueError, match=r"text_samples:1: control character U\+0001"):
+        read_samples(p)
     # every clip has #1 .. #N with one N: one caption of a clip scored Div-1 near 1
     for text, ids in [("c1#1 a\nc1#2 b\nc2#1 a\n", "#1"), ("c1#1 a\nc1#7 b\nc2#1 a\nc2#7 b\n", "#1, #7")]:
         p.write_text(text)
