@@ -68,21 +68,25 @@ def clip_id(youtube_id: str, start_time: str, prefix: str = "audiocaps") -> str:
 def parse_start_time(cell: str) -> Optional[str]:
     """The canonical text of a ``start_time`` cell (seconds), or ``None`` if it is not a time.
 
-    An integral value loses its decimals (``"30.0"`` -> ``"30"``); any other number keeps the
-    text of the cell (``"12.5"``). Negative, infinite and NaN values are not times.
+    An integral value loses its decimals (``"30.0"`` -> ``"30"``); any other number is written
+    as Python's shortest repr (``"12.50"`` and ``".5"`` -> ``"12.5"`` and ``"0.5"``: one clip, not
+    two). Negative, infinite and NaN values, exponents and underscores (``float("6_0")`` is 60)
+    are not times.
 
     Example:
-        >>> parse_start_time(" 30 "), parse_start_time("30.0"), parse_start_time("12.5"), parse_start_time("x")
-        ('30', '30', '12.5', None)
+        >>> parse_start_time(" 30 "), parse_start_time("30.0"), parse_start_time(".50"), parse_start_time("x")
+        ('30', '30', '0.5', None)
     """
     text = cell.strip()
+    if "_" in text or "e" in text.lower():
+        return None
     try:
         value = float(text)
     except ValueError:
         return None
-    if not math.isfinite(value) or value < 0 or "e" in text.lower():
+    if not math.isfinite(value) or value < 0:
         return None
-    return str(int(value)) if value.is_integer() else text
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def audio_names(youtube_id: str, start_time: str, with_y: bool = True) -> List[str]:

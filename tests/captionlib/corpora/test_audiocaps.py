@@ -55,6 +55,8 @@ def test_ids_and_names():
     assert clip_id("bE9-wz4Hn0c", "20") == "audiocaps-bE9-wz4Hn0c-20"
     assert [parse_start_time(c) for c in ("30", " 30.0 ", "12.5", "0", "-1", "x", "", "nan", "inf", "1e3")] == [
         "30", "30", "12.5", "0", None, None, None, None, None, None]
+    # one time, one text: "0.5", ".5" and "0.50" were three clips; float() reads "6_0" as 60
+    assert [parse_start_time(c) for c in ("0.5", ".5", "0.50", "12.50", "6_0")] == ["0.5", "0.5", "0.5", "12.5", None]
     names = audio_names("bE9-wz4Hn0c", "20")
     assert names[:2] == ["bE9-wz4Hn0c_20.wav", "bE9-wz4Hn0c_20.flac"] and "YbE9-wz4Hn0c.wav" in names
     assert not any(n.startswith("Y") for n in audio_names("bE9-wz4Hn0c", "20", with_y=False))
