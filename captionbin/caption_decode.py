@@ -27,7 +27,7 @@ import sys
 from typing import Optional, Sequence
 
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args
+from captionlib.utils.cli import get_base_parser, parse_args
 
 
 def get_parser():
@@ -41,14 +41,14 @@ def get_parser():
     parser.add_argument("--beam_size", type=int, default=1, help="1 = greedy")
     parser.add_argument("--batch_size", type=int, default=32, help="clips per batch")
     parser.add_argument("--max_len", type=int, default=30, help="max tokens (eos included)")
-    parser.add_argument("--length_penalty", type=finite_float, default=0.0, help="beam: score / length**p")
+    parser.add_argument("--length_penalty", type=float, default=0.0, help="beam: score / length**p")
     parser.add_argument("--num_diversity_samples", type=int, default=0,
                         help="N > 0: also write text_samples, N multinomial samples per clip "
                              "(ids <clip-id>#<k>, k=1..N) for Div-1/Div-2/mBLEU-4")
     parser.add_argument("--nbest", type=int, default=0,
                         help="N > 0: also write text_nbest, the N best hypotheses of a beam of width "
                              "max(beam_size, N) per clip (ids <clip-id>#<rank>) for Div-1/Div-2/mBLEU-4 of the beams")
-    parser.add_argument("--sample_temperature", type=finite_float, default=1.0,
+    parser.add_argument("--sample_temperature", type=float, default=1.0,
                         help="temperature of the diversity samples (1 = the model's distribution)")
     parser.add_argument("--sample_top_k", type=int, default=0,
                         help="K > 0: draw each token of the diversity samples among the K most probable "

@@ -22,7 +22,7 @@ import argparse
 from typing import Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
-from captionlib.utils.cli import finite_float, float_or_none, get_base_parser, int_or_none, parse_args, str2bool
+from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool
 
 REQUIRED = ('wav_scp', 'out_prefix')
 
@@ -46,9 +46,9 @@ def get_parser():
                         help="feats_type pretrained: classes of the checkpoint's tagging head (default 527: AudioSet)")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
-    parser.add_argument("--win_length_s", type=finite_float, default=0.04, help="Hann window length in seconds")
-    parser.add_argument("--hop_length_s", type=finite_float, default=0.02, help="frame shift in seconds")
-    parser.add_argument("--fmin", type=finite_float, default=0.0, help="lowest mel filter edge in Hz")
+    parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")
+    parser.add_argument("--hop_length_s", type=float, default=0.02, help="frame shift in seconds")
+    parser.add_argument("--fmin", type=float, default=0.0, help="lowest mel filter edge in Hz")
     parser.add_argument("--fmax", type=float_or_none, default=None,
                         help="highest mel filter edge in Hz (null: Nyquist)")
     parser.add_argument("--log", default="ln", choices=("ln", "db"),

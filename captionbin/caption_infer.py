@@ -48,7 +48,7 @@ import sys
 from typing import Optional, Sequence
 
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args, str2bool, str_or_none
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool, str_or_none
 
 PROGRESS_MIN_FILES = 20  # a progress bar for longer lists
 
@@ -64,7 +64,7 @@ def get_parser():
                         help="output format (default: json for an --output ending in .json, else tsv)")
     parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy (default: the packed decode config)")
     parser.add_argument("--max_len", type=int, default=None, help="max tokens, eos included (default: packed)")
-    parser.add_argument("--length_penalty", type=finite_float, default=None, help="beam: score / length**p (default: packed)")
+    parser.add_argument("--length_penalty", type=float, default=None, help="beam: score / length**p (default: packed)")
     parser.add_argument("--batch_size", type=int, default=None, help="files per batch (default: packed)")
     parser.add_argument("--nbest", type=int, default=0,
                         help="N > 0: also write the N best hypotheses of a beam of width max(beam_size, N) "

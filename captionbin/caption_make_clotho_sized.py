@@ -21,7 +21,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args
+from captionlib.utils.cli import get_base_parser, parse_args
 
 REQUIRED = ("event_root", "captions_dir", "output_dir")
 
@@ -35,12 +35,12 @@ def get_parser():
                         help="(required) the official clotho_captions_<split>.csv and LICENSE_clotho_captions.txt")
     parser.add_argument("--output_dir", default=None, help="(required) corpus root to write")
     parser.add_argument("--seed", type=int, default=0, help="corpus seed")
-    parser.add_argument("--scale", type=finite_float, default=1.0,
+    parser.add_argument("--scale", type=float, default=1.0,
                         help="fraction of each split's Clotho v2.1 clip count, in (0, 1] (1: full size)")
-    parser.add_argument("--min_duration_s", type=finite_float, default=15.0, help="shortest clip (s)")
-    parser.add_argument("--max_duration_s", type=finite_float, default=30.0, help="longest clip (s)")
+    parser.add_argument("--min_duration_s", type=float, default=15.0, help="shortest clip (s)")
+    parser.add_argument("--max_duration_s", type=float, default=30.0, help="longest clip (s)")
     parser.add_argument("--sample_rate", type=int, default=44100, help="Hz of the WAVs")
-    parser.add_argument("--heldout_fraction", type=finite_float, default=0.2,
+    parser.add_argument("--heldout_fraction", type=float, default=0.2,
                         help="share of a multi-file class's recordings used only in evaluation")
     parser.add_argument("--nj", type=int, default=1, help="worker processes")
     parser.add_argument("--log_interval", type=int, default=200, help="clips between progress lines")

@@ -21,7 +21,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args, yaml_dict
+from captionlib.utils.cli import get_base_parser, parse_args, yaml_dict
 
 REQUIRED = ("event_root", "output_dir")
 
@@ -35,9 +35,9 @@ def get_parser():
     parser.add_argument("--num_clips", default="development:1500,validation:200,evaluation:300",
                         help="clips per split, <split>:<count>,...")
     parser.add_argument("--seed", type=int, default=0, help="corpus seed")
-    parser.add_argument("--duration_s", type=finite_float, default=10.0, help="clip length in seconds")
+    parser.add_argument("--duration_s", type=float, default=10.0, help="clip length in seconds")
     parser.add_argument("--sample_rate", type=int, default=16000, help="Hz")
-    parser.add_argument("--heldout_fraction", type=finite_float, default=0.2,
+    parser.add_argument("--heldout_fraction", type=float, default=0.2,
                         help="share of a multi-file class's recordings used only in evaluation")
     parser.add_argument("--classes", default="",
                         help="comma-separated labels: mix only these classes (empty: all)")

@@ -138,7 +138,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             except ValueError as e:
                 raise ValueError(f"{args.score_json}: not JSON: {e}") from None
         pack_model(
-            args.output, args.model_file, train_config, feats_config, args.feats_stats, args.cider_df, rates, decode_config, metrics,
+            args.output, args.model_file, train_config, feats_config, args.feats_stats, args.cider_df, rates,
+            decode_config, metrics,
             recipe=args.recipe or os.path.basename(os.getcwd()), trust_pickle=args.trust_pickle,
             encoder_sha256=args.encoder_sha256,
         )

@@ -25,7 +25,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args, str2bool
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool
 
 REQUIRED = ("csv_dir", "audio_dir", "split", "output_dir")
 
@@ -41,7 +41,7 @@ def get_parser():
     parser.add_argument("--split", default=None, choices=("train", "val", "test"), help="(required) AudioCaps split")
     parser.add_argument("--output_dir", default=None, help="(required) data directory to write, e.g. data/train")
     parser.add_argument(
-        "--max_missing_fraction", type=finite_float, default=0.1,
+        "--max_missing_fraction", type=float, default=0.1,
         help="fail when more than this fraction (0..1) of the split's clips has no audio file",
     )
     parser.add_argument(

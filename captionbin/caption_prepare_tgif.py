@@ -23,7 +23,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args, str2bool, str_or_none
+from captionlib.utils.cli import get_base_parser, parse_args, str2bool, str_or_none
 
 REQUIRED = ("tsv", "split_list", "split", "output_dir")
 
@@ -37,7 +37,7 @@ def get_parser():
     parser.add_argument("--output_dir", default=None, help="(required) data directory to write, e.g. data/train")
     parser.add_argument("--gif_root", type=str_or_none, default=None,
                         help="folder of the GIFs named as in the URLs (or gifs/ under it); writes video.scp, missing")
-    parser.add_argument("--max_missing_fraction", type=finite_float, default=0.1,
+    parser.add_argument("--max_missing_fraction", type=float, default=0.1,
                         help="fail when more than this fraction (0..1) of the split's GIFs has no file")
     parser.add_argument("--skip_bad", type=str2bool, default=False,
                         help="warn about and skip malformed rows/URLs and empty or non-GIF files instead of failing")

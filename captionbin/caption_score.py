@@ -32,7 +32,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args, str_or_none
+from captionlib.utils.cli import get_base_parser, parse_args, str_or_none
 
 REQUIRED = ("ref_dir", "hyp", "output")
 
@@ -56,7 +56,7 @@ def get_parser():
     parser.add_argument("--spice_cache_dir", type=str_or_none, default=None,
                         help="SPICE parse cache (default: <dir of --output>/spice_cache)")
     parser.add_argument("--spice_heap", default="8G", help="JVM heap for SPICE (-Xmx)")
-    parser.add_argument("--spice_timeout", type=finite_float, default=3600.0, help="seconds before SPICE is killed")
+    parser.add_argument("--spice_timeout", type=float, default=3600.0, help="seconds before SPICE is killed")
     parser.add_argument("--spice_threads", type=int, default=None, help="SPICE threads (default: all cores)")
     parser.add_argument("--rhino_jar", type=str_or_none, default=None,
                         help="Rhino jar for Java >= 15 (default: $CAPTIONLIB_RHINO_JAR or /usr/share/java/rhino.jar)")

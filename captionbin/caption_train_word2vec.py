@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from captionlib.utils.cli import finite_float, get_base_parser, parse_args
+from captionlib.utils.cli import get_base_parser, parse_args
 
 
 def get_parser():
@@ -30,7 +30,7 @@ def get_parser():
     parser.add_argument("--min_count", type=int, default=1, help="minimum count for a trained vector")
     parser.add_argument("--epochs", type=int, default=10, help="passes over the captions")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1), help="0 = CBOW, 1 = skip-gram")
-    parser.add_argument("--oov_std", type=finite_float, default=0.01, help="std of the random rows")
+    parser.add_argument("--oov_std", type=float, default=0.01, help="std of the random rows")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 

@@ -182,9 +182,10 @@ def pack_model(
     Raises:
         FileNotFoundError: a missing input file (named), the CNN weights file included.
         ValueError: a model file or document-frequency file that is not one, or needs unsafe
-            loading (named); a decoding option out of its range; a feature config whose dimension differs from the model's input
-            dimension (log-mel ``n_mels``; the CNN's channels, except for torchvision names,
-            which are not built at packing time); an unknown ``feats_type`` or ``media_type``.
+            loading (named); a decoding option out of its range; a feature config whose
+            dimension differs from the model's input dimension (log-mel ``n_mels``; the CNN's
+            channels, except for torchvision names, which are not built at packing time); an
+            unknown ``feats_type`` or ``media_type``.
     """
     for f in (model_file, train_config, feats_stats, cider_df):
         if not Path(f).is_file():
@@ -419,6 +420,20 @@ def _manifest_files(manifest: Any) -> Dict[str, int]:
     return {e["name"]: e["bytes"] for e in entries}
 
 
+def _check_format(path: Path, manifest: Any) -> None:
+    """Raise ValueError, naming ``path``, unless ``manifest`` is a captionlib packed model's of a
+    format version this captionlib reads."""
+    if not isinstance(manifest, dict) or manifest.get("format") != PACKED_FORMAT:
+        raise ValueError(f"{path}: not a packed captionlib model (its {MANIFEST} has no format {PACKED_FORMAT!r})")
+    try:
+        version = int(manifest.get("version", 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: its {MANIFEST} has version {manifest.get('version')!r}, not a number") from None
+    if version > PACKED_VERSION:
+        raise ValueError(f"{path}: packed model format version {manifest['version']} is newer than this "
+                         f"captionlib's ({PACKED_VERSION}); update captionlib")
+
+
 def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     """Read a packed model's manifest and members (checked against the manifest).
 
@@ -434,39 +449,35 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such packed model")
+
     def wrapped(e: Exception) -> ValueError:
         return ValueError(f"{path}: not a packed captionlib model ({type(e).__name__}: {e})")
 
     try:
-        with zipfile.ZipFile(path) as z:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise wrapped(e) from None
+    with z:
+        try:
             sizes = {info.filename: info.file_size for info in z.infolist()}
             if sizes.get(MANIFEST, 0) > MAX_MANIFEST_BYTES:
                 raise ValueError(f"{MANIFEST} of {sizes[MANIFEST]} bytes")
             manifest = json.loads(z.read(MANIFEST))
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
-        raise wrapped(e) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != PACKED_FORMAT:
-        raise ValueError(f"{path}: not a packed captionlib model (its {MANIFEST} has no format {PACKED_FORMAT!r})")
-    try:
-        version = int(manifest.get("version", 0))
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: its {MANIFEST} has version {manifest.get('version')!r}, not a number") from None
-    if version > PACKED_VERSION:
-        raise ValueError(f"{path}: packed model format version {manifest['version']} is newer than this "
-                         f"captionlib's ({PACKED_VERSION}); update captionlib")
-    try:
-        files = _manifest_files(manifest)
-        unlisted = sorted(set(sizes) - set(files) - {MANIFEST})
-        if unlisted:
-            raise ValueError(f"members not in its {MANIFEST}: {', '.join(unlisted)}")
-        # sizes before reading: no member makes us read more than its manifest entry says
-        wrong = [n for n, size in files.items() if n in sizes and sizes[n] != size]
-        if wrong:
-            raise ValueError(f"members whose size is not the one in its {MANIFEST}: {', '.join(wrong)}")
-        with zipfile.ZipFile(path) as z:
+        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+            raise wrapped(e) from None
+        _check_format(path, manifest)
+        try:
+            files = _manifest_files(manifest)
+            unlisted = sorted(set(sizes) - set(files) - {MANIFEST})
+            if unlisted:
+                raise ValueError(f"members not in its {MANIFEST}: {', '.join(unlisted)}")
+            # sizes before reading: no member makes us read more than its manifest entry says
+            wrong = [n for n, size in files.items() if n in sizes and sizes[n] != size]
+            if wrong:
+                raise ValueError(f"members whose size is not the one in its {MANIFEST}: {', '.join(wrong)}")
             members = {name: z.read(name) for name in files if name in sizes}
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
-        raise wrapped(e) from None
+        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+            raise wrapped(e) from None
     for entry in manifest.get("files", []):
         data = members.get(entry["name"])
         if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:

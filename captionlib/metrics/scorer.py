@@ -473,8 +473,9 @@ def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
 
     Raises:
         ValueError: for a malformed line, a duplicate id, an id without ``#<k>``, a UTF-8
-            byte-order mark or a control character, naming the file and line; for a clip whose ids are not ``#1`` .. ``#N`` with the
-            N of the file's first clip, naming the file, the clip and its ids.
+            byte-order mark or a control character, naming the file and line; for a clip
+            whose ids are not ``#1`` .. ``#N`` with the N of the file's first clip, naming the
+            file, the clip and its ids.
     """
     grouped: Dict[str, Dict[int, str]] = {}
     for lineno, line in iter_lines(path):  # a BOM or a control character is an error naming the line, as in text

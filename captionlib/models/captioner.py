@@ -96,8 +96,8 @@ class Captioner(nn.Module):
         if stack_conf is not None:
             if not isinstance(stack_conf, dict):
                 raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
-            self.encoder_stack = _construct(TransformerEncoderStack, "encoder_conf.transformer", self.encoder.output_size,
-                                            **stack_conf)
+            self.encoder_stack = _construct(TransformerEncoderStack, "encoder_conf.transformer",
+                                            self.encoder.output_size, **stack_conf)
         #: size of the clip vector ``v`` and of the frame outputs (the stack's when there is one)
         self.embed_size = (self.encoder_stack or self.encoder).output_size
         dec_conf = dict(decoder_conf or {})

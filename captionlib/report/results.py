@@ -265,8 +265,8 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     """Read one ``<model>/decode_<tag>/<set>/score.json`` below ``exp_dir``.
 
     Raises:
-        ValueError: naming the file, if it is not a JSON object of numbers (not infinite)/nulls, or if the
-            model dir's ``config.yaml`` is not a YAML mapping.
+        ValueError: naming the file, if it is not a JSON object of numbers (not infinite) and
+            nulls, or if the model dir's ``config.yaml`` is not a YAML mapping.
     """
     score_json = Path(score_json)
     set_dir = score_json.parent
@@ -284,7 +284,8 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
         value = obj.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or math.isinf(value)):  # inf: a traceback in the mean and std
-            raise ValueError(f"{score_json}: {key} must be a number (NaN allowed, not infinity) or null, got {value!r}")
+            raise ValueError(f"{score_json}: {key} must be a number (NaN allowed, not infinity) or null, "
+                             f"got {value!r}")
         scores[key] = None if value is None else float(value)
     skipped = obj.get("skipped") or {}
     if not isinstance(skipped, dict):
@@ -593,11 +594,7 @@ def format_results(
             if r.scores.get(key) is None:
                 reason = r.skipped.get(key, "no value and no reason given in score.json")
                 reasons.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
-    if reasons:
-        lines += ["", "Skipped metrics:", ""]
-        for (key, reason), where in sorted(reasons.items()):
-            scope = "all rows" if len(where) == len(rows) else "; ".join(where)
-            lines.append(f"- {key}: {reason} ({scope})")
+    lines += _reason_lines("Skipped metrics:", reasons, len(rows))
     # What score.json records as skipped besides the metrics, e.g. the PTB tokenizer without Java:
     # those rows' scores are not comparable with others (they used to look like any other row).
     notes: Dict[tuple, List[str]] = {}
@@ -605,13 +602,20 @@ def format_results(
         for key, reason in r.skipped.items():
             if key not in METRIC_KEYS:
                 notes.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
-    if notes:
-        lines += ["", "Scored differently (not comparable with rows scored otherwise):", ""]
-        for (key, reason), where in sorted(notes.items()):
-            scope = "all rows" if len(where) == len(rows) else "; ".join(where)
-            lines.append(f"- {key}: {reason} ({scope})")
+    lines += _reason_lines("Scored differently (not comparable with rows scored otherwise):", notes, len(rows))
     lines += format_significance(significance or [], comparisons=comparisons)
     return "\n".join(lines) + "\n"
+
+
+def _reason_lines(title: str, reasons: Mapping[tuple, List[str]], num_rows: int) -> List[str]:
+    """A RESULTS.md list under ``title``: ``- <key>: <reason> (<rows>)`` per ``(key, reason)``,
+    sorted, ``all rows`` when it holds for each of the ``num_rows``; nothing without reasons."""
+    if not reasons:
+        return []
+    out = ["", title, ""]
+    for (key, reason), where in sorted(reasons.items()):
+        out.append(f"- {key}: {reason} ({'all rows' if len(where) == num_rows else '; '.join(where)})")
+    return out
 
 
 def write_results(

@@ -70,32 +70,16 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     return out
 
 
-def finite_float(value: str) -> float:
-    """Parse a float for argparse, refusing ``nan`` and ``inf`` (``lr: .inf`` used to pass every
-    ``> 0`` check and train nothing).
-
-    Raises:
-        argparse.ArgumentTypeError: not a number, or not a finite one.
-    """
-    try:
-        out = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {value!r}") from None
-    if not math.isfinite(out):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
-    return out
-
-
 def float_or_none(value: str) -> Optional[float]:
-    """Parse a finite float (:func:`finite_float`), or ``none``/``null`` to ``None``."""
+    """Parse a float, or ``none``/``null`` to ``None``."""
     if str(value).strip().lower() in ("none", "null", ""):
         return None
-    return finite_float(value)
+    return float(value)
 
 
 #: argparse ``type`` of each option field annotation (see :func:`add_options`).
 OPTION_TYPES = {
-    int: int, float: finite_float, str: str, bool: str2bool,
+    int: int, float: float, str: str, bool: str2bool,
     Optional[int]: int_or_none, Optional[float]: float_or_none, Optional[str]: str_or_none,
     Dict[str, Any]: yaml_dict,
 }
@@ -268,10 +252,21 @@ class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
 
 
 class ArgumentParser(configargparse.ArgumentParser):
-    """configargparse's parser whose usage errors name the config file of the key they are
-    about: ``train.yaml: argument --lr: invalid float value: 'abc'`` rather than a message
-    about an option that is on no command line, and ``unrecognized arguments: --lrr=1`` becomes
-    ``train.yaml: unknown key 'lrr'``."""
+    """configargparse's parser that refuses NaN and infinity in float options, and whose usage
+    errors name the config file of the key they are about: ``train.yaml: argument --lr:
+    invalid float value: 'abc'`` rather than a message about an option that is on no command
+    line, and ``unrecognized arguments: --lrr=1`` becomes ``train.yaml: unknown key 'lrr'``."""
+
+    def parse_known_args(self, args=None, namespace=None, **kwargs):
+        """configargparse's parse, then a float option holding NaN or infinity is an error:
+        ``lr: .inf`` passed every ``> 0`` check and trained nothing (checked here, after
+        parsing, so that every ``type=float`` option of every binary is covered)."""
+        namespace, unknown = super().parse_known_args(args, namespace, **kwargs)
+        for action in self._actions:
+            value = getattr(namespace, action.dest, None)
+            if isinstance(value, float) and not math.isfinite(value) and action.option_strings:
+                self.error(f"argument {action.option_strings[-1]}: expected a finite number, got '{value}'")
+        return namespace, unknown
 
     def config_key_files(self) -> Dict[str, str]:
         """``{key: config file}`` of the keys the last parse took from config files (a key given
@@ -378,8 +373,8 @@ def exit_on_sigterm() -> None:
     ``SystemExit(143)``: ``finally`` blocks run, so the experiment dir's ``.lock`` and the
     temporary files of unfinished writes are removed, and a requeued job, on this node or
     another, can resume. Python's default lets the signal kill the process with both left.
-    Called by :func:`parse_args` for a process's own command line; does nothing outside the main thread (where signal handlers
-    cannot be set)."""
+    Called by :func:`parse_args` for a process's own command line; does nothing outside the
+    main thread (where signal handlers cannot be set)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_exit)
 

@@ -68,8 +68,9 @@ def atomic_open(path: PathLike) -> Iterator[BinaryIO]:
 
     A crash never leaves a truncated file: readers see the old file or the new one. Parent
     directories are created. The file gets the mode that ``open`` would give it (0666 less the
-    umask the process had when this module was imported), not ``mkstemp``'s 0600. A failed write (a full disk: ``OSError``, or torch's
-    ``RuntimeError`` from its zip writer) is raised again naming ``path``.
+    umask the process had when this module was imported), not ``mkstemp``'s 0600. A failed
+    write (a full disk: ``OSError``, or torch's ``RuntimeError`` from its zip writer) is raised
+    again naming ``path``.
 
     Example:
         >>> with atomic_open("exp/a/model.zip") as f:

@@ -41,7 +41,8 @@ GIF_MIN_DELAY_MS = 10
 GIF_DEFAULT_DELAY_MS = 100
 #: What Pillow raises on a cut GIF, depending on where the cut falls (found by cutting test GIFs),
 #: and on one over its pixel limit (a decompression bomb).
-_GIF_DECODE_ERRORS = (OSError, EOFError, IndexError, ValueError, SyntaxError, struct.error, Image.DecompressionBombError)
+_GIF_DECODE_ERRORS = (OSError, EOFError, IndexError, ValueError, SyntaxError, struct.error,
+                      Image.DecompressionBombError)
 
 #: Pillow modes of 16-bit grayscale pixels. Pillow opens 16-bit PNG/TIFF as ``I;16*`` and
 #: PGM with a maxval above 255 as ``I`` scaled to 0..65535.
@@ -90,8 +91,9 @@ def load_image(path: PathLike):
     try:
         with Image.open(path) as img:
             return to_rgb(img, f"image {path}")
-    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as e:  # the last: over
-        raise ValueError(f"cannot read image {path}: {e}") from None  # Pillow's pixel limit
+    # DecompressionBombError: an image over Pillow's pixel limit
+    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as e:
+        raise ValueError(f"cannot read image {path}: {e}") from None
 
 
 def preprocess_image(img, image_size: int = 224) -> torch.Tensor:
