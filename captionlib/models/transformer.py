@@ -393,7 +393,10 @@ class TransformerDecoder(nn.Module):
             x, kv = layer(x, cache, memory_kv, state.memory_mask, groups)
             caches.append(kv)
         hidden = self.norm(x[:, 0])
-        return self._logits(hidden), state._replace(hidden=hidden, caches=tuple(caches))
+        # built field by field: the state a compiled step returned through _replace was an empty
+        # TransformerState under torch 2.11's dynamo (tests/captionlib/decode/test_compiled.py on an H100)
+        state = TransformerState(hidden, tuple(caches), state.memory, state.memory_mask, state.clip)
+        return self._logits(hidden), state
 
     def first_step(self, encoding) -> Tuple[torch.Tensor, TransformerState]:
         """Feed the start token; returns (log-probs of the first word (batch, vocab), state)."""

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Where the time of an SCST update goes, phase by phase, beside an XE update on the same batch.
+
+``bench_train.py`` times whole updates; this splits them, with the device synchronised at each
+phase's end (so each phase is charged its own GPU work; the sum is a little above the whole
+update, which overlaps host and device), on the same model, real features, captions and CIDEr-D
+reward as ``bench_train.py`` (its ``Setup``):
+
+- XE: encoder forward, decoder forward (teacher forcing) and loss, backward, Adam step;
+- SCST with ``--sample_logprobs recompute`` (the cheapest RL path): encoder forward, greedy
+  baseline (eval mode, no gradients), its words (device-to-host copy), the samples (no
+  gradients), their words, the CIDEr-D reward (CPU), the teacher-forced pass of the samples,
+  backward, Adam step; eager, and with ``--decode_compile MODE`` where one is given;
+- two one-off costs for comparison: one sampling pass over twice the rows (what decoding the
+  greedy baseline and the samples in one batched pass would cost) and one over the rows alone.
+
+With ``--profile FILE`` it also writes ``torch.profiler``'s tables (self CPU time, device time)
+of a few SCST updates of the last mode to FILE.
+
+Usage:
+    python bench/bench_rl_phases.py [--device cuda] [--decode_compile reduce-overhead] [--reps 10]
+        [--profile FILE]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import bench_train  # noqa: E402
+from captionlib.decode.options import COMPILE_MODES  # noqa: E402
+from captionlib.decode.search import greedy_search, sample  # noqa: E402
+from captionlib.metrics.cider_d import DocumentFrequency  # noqa: E402
+from captionlib.models.captioner import xe_loss, xe_targets  # noqa: E402
+from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss, teacher_forced_logprobs  # noqa: E402
+from captionlib.rl.rewards import Reward  # noqa: E402
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(bench_train.SHARED), help="the shared data dir (clotho_subset, "
+                   "clotho_captions_v2.1)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N)")
+    p.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads")
+    p.add_argument("--reps", type=int, default=5, help="timed repetitions per path (after two warm-ups)")
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--min_s", type=float, default=15.0, help="shortest clip (s)")
+    p.add_argument("--max_s", type=float, default=30.0, help="longest clip (s)")
+    p.add_argument("--warm_up_steps", type=int, default=100,
+                   help="decoder-only steps on the real captions first (realistic caption lengths)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--decode_compile", choices=COMPILE_MODES, default="none",
+                   help="also split the SCST update with its sampling compiled so")
+    p.add_argument("--profile", help="write torch.profiler tables of SCST updates here")
+    return p
+
+
+class Clock:
+    """Wall seconds of named phases, the device synchronised at each mark."""
+
+    def __init__(self):
+        self.times = defaultdict(list)
+        self.t = 0.0
+
+    def start(self) -> None:
+        bench_train.sync()
+        self.t = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        bench_train.sync()
+        now = time.perf_counter()
+        self.times[name].append(now - self.t)
+        self.t = now
+
+
+def xe_phases(model, opt, batch, clock: Clock) -> None:
+    """One XE update of ``batch`` (clips, feats, lens, ys, ys_lens), phase by phase."""
+    _, feats, lens, ys, ys_lens = batch
+    clock.start()
+    v = model.encode(feats, lens)
+    clock.mark("encoder forward")
+    loss = xe_loss(model.decoder.forward_teacher(v, ys), xe_targets(ys, ys_lens, model.eos_id))
+    clock.mark("decoder forward (teacher forcing) and loss")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    clock.mark("backward")
+    opt.step()
+    clock.mark("Adam step")
+
+
+def scst_phases(obj: PolicyGradient, model, opt, batch, clock: Clock) -> None:
+    """One SCST update (``sample_logprobs: recompute``) of ``batch``, phase by phase: the steps
+    of ``PolicyGradient.loss_from_embedding``."""
+    clips, feats, lens, _, _ = batch
+    clock.start()
+    v = model.encode(feats, lens)
+    clock.mark("encoder forward")
+    model.eval()
+    with torch.no_grad():
+        greedy = greedy_search(model, v.detach(), obj.max_len)
+    model.train()
+    clock.mark("greedy baseline (decoding)")
+    greedy_words = obj.words(greedy)
+    clock.mark("greedy baseline (words)")
+    with torch.no_grad():
+        out = sample(model, v, obj.max_len, temperature=obj.temperature)
+    clock.mark("samples (decoding)")
+    words = obj.words(out.tokens)
+    clock.mark("samples (words)")
+    r_all = obj.rewards(clips + clips, words + greedy_words, v.device)
+    clock.mark("CIDEr-D reward")
+    out = teacher_forced_logprobs(model, v, out, obj.max_len)
+    loss = policy_gradient_loss(out.logprobs, out.mask, r_all[: len(clips)] - r_all[len(clips):])
+    clock.mark("teacher-forced pass of the samples and loss")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    clock.mark("backward")
+    opt.step()
+    clock.mark("Adam step")
+
+
+def sampling_passes(obj: PolicyGradient, model, batch, clock: Clock) -> None:
+    """One sampling pass (no gradients) over the batch's rows, and one over twice as many."""
+    _, feats, lens, _, _ = batch
+    with torch.no_grad():
+        v = model.encode(feats, lens)
+        clock.start()
+        sample(model, v, obj.max_len, temperature=obj.temperature)
+        clock.mark("one sampling pass, B rows")
+        sample(model, torch.cat([v, v]), obj.max_len, temperature=obj.temperature)
+        clock.mark("one sampling pass, 2B rows (greedy and samples batched)")
+
+
+def table(times, total_name: str) -> list:
+    """Markdown rows: phase, ms, share of the phases' sum."""
+    means = {k: statistics.mean(v) * 1e3 for k, v in times.items()}
+    total = sum(means.values())
+    rows = [f"| {k} | {ms:.2f} | {100 * ms / total:.0f}% |" for k, ms in means.items()]
+    return rows + [f"| **{total_name}** | **{total:.2f}** | |"]
+
+
+def main(argv=None) -> None:
+    """Time the phases and print the tables."""
+    args = get_parser().parse_args(argv)
+    bench_train.DEVICE = torch.device(args.device)
+    if bench_train.DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: no CUDA device is visible")
+    torch.set_num_threads(args.num_threads)
+    s = bench_train.Setup(args)
+    model = s.model
+    bench_train.warm_up_decoder(s, args.warm_up_steps, args.seed)
+    batch = s.batch("random")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-6)
+    model.train()
+    with tempfile.TemporaryDirectory() as tmp:
+        df_path = os.path.join(tmp, "cider_df.npz")
+        DocumentFrequency.from_references(s.refs, n=4).save(df_path)
+        reward = Reward("cider_d:1.0", s.refs, df_path)
+    scst = PolicyGradient(reward, s.tok, sample_logprobs="recompute")
+    gpu = f", {torch.cuda.get_device_name(bench_train.DEVICE)}" if bench_train.DEVICE.type == "cuda" else ""
+    print(f"# bench_rl_phases: torch {torch.__version__}, device {bench_train.DEVICE}{gpu}, batch {args.batch_size}; "
+          f"mean of {args.reps} after two warm-ups; the device synchronised at each phase's end")
+    modes = ["none"] + ([args.decode_compile] if args.decode_compile != "none" else [])
+    clocks = {"XE": Clock(), **{m: Clock() for m in modes}, "passes": Clock()}
+    for rep in range(args.reps + 2):
+        if rep == 2:  # the first two are warm-ups (compilation, CUDA graph recording)
+            clocks = {k: Clock() for k in clocks}
+        xe_phases(model, opt, batch, clocks["XE"])
+        for m in modes:
+            model.decode_compile = m
+            scst_phases(scst, model, opt, batch, clocks[m])
+            if m == modes[-1]:
+                sampling_passes(scst, model, batch, clocks["passes"])
+            model.decode_compile = "none"
+    xe_total = sum(statistics.mean(v) for v in clocks["XE"].times.values())
+    print("\n| XE update phase | ms | share |\n|---|---:|---:|")
+    print("\n".join(table(clocks["XE"].times, "XE update (sum of phases)")))
+    for m in modes:
+        print(f"\n| SCST update phase (--sample_logprobs recompute, --decode_compile {m}) | ms | share |\n|---|---:|---:|")
+        print("\n".join(table(clocks[m].times, "SCST update (sum of phases)")))
+        total = sum(statistics.mean(v) for v in clocks[m].times.values())
+        print(f"\nSCST (--decode_compile {m}) / XE, sums of phases: {total / xe_total:.2f}x")
+    print(f"\n| sampling pass (--decode_compile {modes[-1]}, no gradients) | ms | |\n|---|---:|---:|")
+    print("\n".join(f"| {k} | {statistics.mean(v) * 1e3:.2f} | |" for k, v in clocks["passes"].times.items()))
+    if args.profile:
+        profile(scst, model, opt, batch, modes[-1], args.profile)
+
+
+def profile(obj, model, opt, batch, mode: str, path: str) -> None:
+    """torch.profiler tables of three SCST updates with ``--decode_compile mode`` to ``path``."""
+    from torch.profiler import ProfilerActivity
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if bench_train.DEVICE.type == "cuda" else [])
+    model.decode_compile = mode
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(3):
+            scst_phases(obj, model, opt, batch, Clock())
+    model.decode_compile = "none"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"# three SCST updates, --sample_logprobs recompute, --decode_compile {mode}\n")
+        f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40) + "\n")
+        if bench_train.DEVICE.type == "cuda":
+            f.write(prof.key_averages().table(sort_by="self_device_time_total", row_limit=30) + "\n")
+    print(f"profile: {path}")
+
+
+if __name__ == "__main__":
+    main()
