@@ -23,7 +23,7 @@ DEVICE_SYNC_EVERY = 4
 _TRACE_BACKENDS = ("eager", "aot_eager")
 # modes that replay CUDA graphs (CUDA graph trees): a replay's outputs live in the graphs' memory
 # pool until a later replay reuses it
-_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _COMPILED: Dict[Tuple[Callable, str], Callable] = {}
 #: versions of one compiled function before dynamo refuses (its default, 8, is reached by a
 #: Transformer's training and validation: modes x gradients x cache lengths)
@@ -69,7 +69,7 @@ def compiled(fn: Callable, mode: str) -> Callable:
     if key not in _COMPILED:
         graph = torch.compile(fn, fullgraph=True, dynamic=True,
                               **({"backend": mode} if mode in _TRACE_BACKENDS else {"mode": mode}))
-        _COMPILED[key] = (lambda *args: _cloned(graph(*args))) if mode in _CUDA_GRAPH_MODES else graph
+        _COMPILED[key] = (lambda *args: _cloned(graph(*args))) if mode in CUDA_GRAPH_MODES else graph
     return _COMPILED[key]
 
 
@@ -92,9 +92,6 @@ def _cloned(x: Any) -> Any:
     return x
 
 
-def _model_step(model: Any, tokens: torch.Tensor, state: Any) -> Tuple[torch.Tensor, Any]:
-    """``model.step(tokens, state)``, as one function to compile for every model."""
-    return model.step(tokens, state)
 
 
 @dataclass
@@ -182,6 +179,17 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
     return tok, torch.where(finished, tok.new_zeros(()), tok), lp, ent, alive, finished | (tok == eos)
 
 
+def _step_and_draw(model: Any, tokens: torch.Tensor, state: Any, finished: torch.Tensor, eos: int, greedy: bool,
+                   temperature: float, top_k: int) -> Tuple[Any, Tuple[torch.Tensor, ...]]:
+    """One step of :func:`sample` after its first: ``model.step`` on the previous ``tokens``
+    (rows,), then :func:`_draw_step` (not the last step) from its log-probabilities. Returns
+    (the new state, the draw's six tensors). Compiled as one function (:func:`compiled`), a step
+    is one call and one CUDA graph replay: on an H100 each compiled call cost 200-330 us of host
+    time, more than the GPU's work of a step (README "Speed", 2026-11-26)."""
+    logp, state = model.step(tokens, state)
+    return state, _draw_step(logp, finished, eos, False, greedy, temperature, top_k)
+
+
 def sample(
     model: Any,
     v: torch.Tensor,
@@ -209,8 +217,8 @@ def sample(
             devices. The steps run after the last row finished add only padding, which is cut
             off (one more synchronisation, at the end), so the output is the same for every
             value; only the random generator differs afterwards (those steps' draws advance it).
-        compile_mode: run the decoder step and the draw as compiled graphs (:func:`compiled`):
-            one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's
+        compile_mode: run each step but the first and the last (the decoder step and the draw,
+            :func:`_step_and_draw`) as one compiled graph (:func:`compiled`): one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's
             ``decode_compile`` attribute (set by the training stages' ``--decode_compile``),
             else ``"none"`` (eager).
 
@@ -225,24 +233,28 @@ def sample(
     if sync_every < 1:
         raise ValueError(f"sync_every must be >= 1, got {sync_every}")
     compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
-    step, draw = compiled(_model_step, compile_mode), compiled(_draw_step, compile_mode)
+    step_and_draw = compiled(_step_and_draw, compile_mode)
     logp, state = model.first_step(v)
     finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
     with compile_settings(compile_mode):
         for t in range(max_len):
+            last = t == max_len - 1
+            if 0 < t < max_len - 1:
+                state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k)
+            else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
+                if t > 0:
+                    logp, state = model.step(tok, state)
+                drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k)
             if return_states:
                 hids.append(model.decoder.step_hidden(state))
-            last = t == max_len - 1  # eagerly: one graph fewer to compile
-            tok, out, lp, ent, alive, finished = (_draw_step if last else draw)(
-                logp, finished, model.eos_id, last, greedy, temperature, top_k)
+            tok, out, lp, ent, alive, finished = drawn
             toks.append(out)
             lps.append(lp)
             ents.append(ent)
             masks.append(alive)
             if last or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
                 break
-            logp, state = step(model, tok, state)
     mask = torch.stack(masks, 1)
     # columns where some row was alive are a prefix: cut the padding steps after it
     n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())

@@ -97,9 +97,10 @@ class TrainOptions:
     amp: str = option("none", "mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on "
                               "CPU", RUNTIME, AMP_CHOICES)
     decode_compile: str = option(
-        "none", "sampling and greedy decoding (RL samples and baselines, validation captions) with the decoder step "
-                "and each draw compiled as one graph by torch.compile: reduce-overhead replays them as CUDA graphs "
-                "(none: eager; the CPU gains nothing)", RUNTIME, COMPILE_MODES)
+        "none", "sampling and greedy decoding (RL samples and baselines, validation captions) with each step (the "
+                "decoder step and the draw) compiled as one graph by torch.compile: reduce-overhead replays it as a "
+                "CUDA graph; for RL use it with --sample_logprobs recompute (none: eager; the CPU gains nothing)",
+        RUNTIME, COMPILE_MODES)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
     dry_run: bool = option(False, "build the model and exit", RUNTIME)
 

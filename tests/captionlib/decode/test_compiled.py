@@ -54,11 +54,11 @@ def test_compiled_sampling_is_one_graph_per_step_and_matches_eager(decoder, conf
         torch.testing.assert_close(grads, want_grads, rtol=1e-5, atol=1e-5)
         assert torch.equal(after, want_after)  # the same random draws, dropout's included
     assert not counters["graph_break"]
-    # the draw and the step, one graph each (batch size and cache length are symbols), not
-    # one per position; dynamo specialises a size of 1, so a Transformer's first cached
-    # position (a cache of length 1) gets a graph of its own
+    # the step and the draw, one graph (batch size and cache length are symbols), not one per
+    # position; dynamo specialises a size of 1, so a Transformer's first cached position (a
+    # cache of length 1) gets a graph of its own
     first = counters["stats"]["unique_graphs"]
-    assert first == {"gru": 2, "transformer": 3}[decoder], dict(counters["stats"])
+    assert first == {"gru": 1, "transformer": 2}[decoder], dict(counters["stats"])
     model.eval()
     with torch.no_grad():
         v = model.encode(feats, lens)
@@ -112,7 +112,7 @@ def test_outputs_of_cuda_graph_replays_are_cloned_through_decoder_states():
              (got.memory[0][0], v), (got.memory_mask, state.memory_mask)]
     for a, b in pairs:
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
-    assert set(search._CUDA_GRAPH_MODES) <= set(COMPILE_MODES)
+    assert set(search.CUDA_GRAPH_MODES) <= set(COMPILE_MODES)
 
 
 def test_compile_modes_are_checked_and_row_sharded_draws_stay_eager(monkeypatch, caplog):
@@ -126,7 +126,7 @@ def test_compile_modes_are_checked_and_row_sharded_draws_stay_eager(monkeypatch,
     monkeypatch.setattr(search, "_EAGER_LOGGED", [])
     with caplog.at_level(logging.WARNING):
         assert compiled(search._draw_step, "reduce-overhead") is search._draw_step
-        assert compiled(search._model_step, "reduce-overhead") is search._model_step
+        assert compiled(search._step_and_draw, "reduce-overhead") is search._step_and_draw
     assert [r.getMessage() for r in caplog.records].count(
         "compile mode reduce-overhead: sampling runs eagerly under row-sharded randomness (several ranks)") == 1
 
