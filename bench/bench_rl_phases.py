@@ -10,15 +10,15 @@ reward as ``bench_train.py`` (its ``Setup``):
 - SCST with ``--sample_logprobs recompute`` (the cheapest RL path): encoder forward, greedy
   baseline (eval mode, no gradients), its words (device-to-host copy), the samples (no
   gradients), their words, the CIDEr-D reward (CPU), the teacher-forced pass of the samples,
-  backward, Adam step; eager, and with ``--decode_compile MODE`` where one is given;
+  backward, Adam step; eager, and with each ``--decode_compile MODE`` given;
 - two one-off costs for comparison: one sampling pass over twice the rows (what decoding the
   greedy baseline and the samples in one batched pass would cost) and one over the rows alone.
 
 With ``--profile FILE`` it also writes ``torch.profiler``'s tables (self CPU time, device time)
-of a few SCST updates of the last mode to FILE.
+of a few SCST updates of the last mode given to FILE.
 
 Usage:
-    python bench/bench_rl_phases.py [--device cuda] [--decode_compile reduce-overhead] [--reps 10]
+    python bench/bench_rl_phases.py [--device cuda] [--decode_compile reduce-overhead cuda-graph] [--reps 10]
         [--profile FILE]
 """
 
@@ -59,8 +59,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm_up_steps", type=int, default=100,
                    help="decoder-only steps on the real captions first (realistic caption lengths)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--decode_compile", choices=COMPILE_MODES, default="none",
-                   help="also split the SCST update with its sampling compiled so")
+    p.add_argument("--decode_compile", choices=COMPILE_MODES, nargs="+", default=["none"],
+                   help="also split the SCST update with its sampling compiled so (one or more modes)")
     p.add_argument("--profile", help="write torch.profiler tables of SCST updates here")
     return p
 
@@ -170,7 +170,7 @@ def main(argv=None) -> None:
     gpu = f", {torch.cuda.get_device_name(bench_train.DEVICE)}" if bench_train.DEVICE.type == "cuda" else ""
     print(f"# bench_rl_phases: torch {torch.__version__}, device {bench_train.DEVICE}{gpu}, batch {args.batch_size}; "
           f"mean of {args.reps} after two warm-ups; the device synchronised at each phase's end")
-    modes = ["none"] + ([args.decode_compile] if args.decode_compile != "none" else [])
+    modes = ["none"] + [m for m in dict.fromkeys(args.decode_compile) if m != "none"]
     clocks = {"XE": Clock(), **{m: Clock() for m in modes}, "passes": Clock()}
     for rep in range(args.reps + 2):
         if rep == 2:  # the first two are warm-ups (compilation, CUDA graph recording)

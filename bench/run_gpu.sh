@@ -7,16 +7,19 @@
 # --data: the shared data dir (default: the benchmarks' own, ../shared/data beside the repo): clotho_subset and
 #   clotho_captions_v2.1 for bench_train, event_library and the captions for the pipeline.
 #
-# --part bench (about 6 minutes on an H100):
+# --part bench (about 8 minutes on an H100):
 #   1. tests/captionlib/decode/test_compiled.py: the compiled sampling loop (CUDA graphs) against
 #      the eager one; its CUDA tests run only here;
 #   2. bench/bench_train.py --device cuda --decode_compile reduce-overhead (with
 #      TORCH_LOGS=perf_hints: inductor logs "skipping cudagraphs due to ..." where it declines
 #      to capture): XE / SCST / REINFORCE+ updates, eager and compiled; if it fails, the eager
 #      bench alone;
-#   3. bench/bench_rl_phases.py --device cuda --decode_compile reduce-overhead: where the time of
-#      an SCST update goes, phase by phase (and torch.profiler's tables in DIR/profile.txt);
-#   4. bench/bench_frozen_encoder.py --device cuda.
+#   3. tests/captionlib/decode/test_cuda_graph.py (the whole loop captured as one CUDA graph) and
+#      bench/bench_train.py --device cuda --decode_compile cuda-graph;
+#   4. bench/bench_rl_phases.py --device cuda --decode_compile reduce-overhead cuda-graph: where the
+#      time of an SCST update goes, phase by phase (torch.profiler's tables of cuda-graph in
+#      DIR/profile.txt);
+#   5. bench/bench_frozen_encoder.py --device cuda.
 # --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true" on a
 #   corpus of --scale x Clotho's size (default 0.25; 4 GB of audio at 1.0) made in --work_dir
 #   (default DIR/pipeline), stages 1-8 (stage 9's METEOR and PTB
@@ -75,8 +78,11 @@ if [ "${part}" != pipeline ]; then
     step bench_train_eager "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
       ${data:+--data "${data}"} && echo "== bench_train: the eager bench ran instead (see bench_train.txt for why)"
   fi
+  step test_cuda_graph "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_cuda_graph.py
+  step bench_train_cuda_graph "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
+    --decode_compile cuda-graph ${data:+--data "${data}"}
   step bench_rl_phases "${python}" bench/bench_rl_phases.py --device cuda --num_threads 16 --reps 10 \
-    --decode_compile reduce-overhead --profile "${out}/profile.txt" ${data:+--data "${data}"}
+    --decode_compile reduce-overhead cuda-graph --profile "${out}/profile.txt" ${data:+--data "${data}"}
   step bench_frozen_encoder "${python}" bench/bench_frozen_encoder.py --device cuda
 fi
 if [ "${part}" != bench ]; then

@@ -14,10 +14,12 @@ from typing import Optional
 from captionlib.utils.cli import in_range
 
 #: ``--decode_compile`` values (see :func:`captionlib.decode.search.compiled`): ``none`` (eager),
-#: a ``torch.compile`` mode (``reduce-overhead``: CUDA graphs on a GPU), or a ``torch.compile``
-#: backend that only traces (``eager``, ``aot_eager``: a check that a step is one graph)
+#: a ``torch.compile`` mode (``reduce-overhead``: CUDA graphs on a GPU), a ``torch.compile``
+#: backend that only traces (``eager``, ``aot_eager``: a check that a step is one graph), or
+#: ``cuda-graph`` (the whole sampling loop captured as one CUDA graph where nothing needs its
+#: gradients: :mod:`captionlib.decode.cuda_graph`)
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs",
-                 "eager", "aot_eager")
+                 "eager", "aot_eager", "cuda-graph")
 
 # option: (allowed range, as the training options write it: see captionlib.utils.cli.in_range; what it means)
 _RANGES = {

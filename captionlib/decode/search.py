@@ -24,6 +24,9 @@ _TRACE_BACKENDS = ("eager", "aot_eager")
 # modes that replay CUDA graphs (CUDA graph trees): a replay's outputs live in the graphs' memory
 # pool until a later replay reuses it
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+#: modes whose steps run eagerly in :func:`sample`'s loop (``cuda-graph`` captures the whole loop
+#: instead, where it can: :mod:`captionlib.decode.cuda_graph`)
+EAGER_STEP_MODES = ("none", "cuda-graph")
 _COMPILED: Dict[Tuple[Callable, str], Callable] = {}
 #: versions of one compiled function before dynamo refuses (its default, 8, is reached by a
 #: Transformer's training and validation: modes x gradients x cache lengths)
@@ -33,7 +36,8 @@ _EAGER_LOGGED: list = []  # the warning of compiled() under row-sharded randomne
 
 def compiled(fn: Callable, mode: str) -> Callable:
     """``fn`` compiled as one graph by ``torch.compile(fullgraph=True, dynamic=True)``
-    (cached per function and mode), or ``fn`` itself for mode ``none``. Call it inside
+    (cached per function and mode), or ``fn`` itself for the modes of
+    :data:`EAGER_STEP_MODES` (``none``, ``cuda-graph``). Call it inside
     :func:`compile_settings`.
 
     The decoder steps and :func:`_draw_step` are written without host synchronisation or
@@ -58,7 +62,7 @@ def compiled(fn: Callable, mode: str) -> Callable:
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
-    if mode == "none":
+    if mode in EAGER_STEP_MODES:
         return fn
     if row_sharded():
         if not _EAGER_LOGGED:
@@ -76,8 +80,9 @@ def compiled(fn: Callable, mode: str) -> Callable:
 def compile_settings(mode: str):
     """The dynamo settings of :func:`compiled` functions, as a context around the decoding
     loop (set once per loop rather than per call): ``nn.GRU``/``nn.LSTM`` traced
-    (``allow_rnn``) and :data:`RECOMPILE_LIMIT`. A no-op for mode ``none``."""
-    if mode == "none":
+    (``allow_rnn``) and :data:`RECOMPILE_LIMIT`. A no-op for the modes of
+    :data:`EAGER_STEP_MODES`."""
+    if mode in EAGER_STEP_MODES:
         return contextlib.nullcontext()
     return torch._dynamo.config.patch(allow_rnn=True, recompile_limit=RECOMPILE_LIMIT)
 
@@ -217,10 +222,13 @@ def sample(
             devices. The steps run after the last row finished add only padding, which is cut
             off (one more synchronisation, at the end), so the output is the same for every
             value; only the random generator differs afterwards (those steps' draws advance it).
-        compile_mode: run each step but the first and the last (the decoder step and the draw,
-            :func:`_step_and_draw`) as one compiled graph (:func:`compiled`): one of :data:`~captionlib.decode.options.COMPILE_MODES`; ``None``: the model's
-            ``decode_compile`` attribute (set by the training stages' ``--decode_compile``),
-            else ``"none"`` (eager).
+        compile_mode: one of :data:`~captionlib.decode.options.COMPILE_MODES`: run each step
+            but the first and the last (the decoder step and the draw, :func:`_step_and_draw`)
+            as one compiled graph (:func:`compiled`); or ``cuda-graph``: without gradients on a
+            GPU, replay the whole loop as one captured CUDA graph
+            (:func:`~captionlib.decode.cuda_graph.graphed_sample`; elsewhere the eager loop).
+            ``None``: the model's ``decode_compile`` attribute (set by the training stages'
+            ``--decode_compile``), else ``"none"`` (eager).
 
     Returns:
         :class:`SampleOutput`. ``logprobs`` are those of the model's own (temperature 1)
@@ -233,38 +241,58 @@ def sample(
     if sync_every < 1:
         raise ValueError(f"sync_every must be >= 1, got {sync_every}")
     compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
-    step_and_draw = compiled(_step_and_draw, compile_mode)
+    if compile_mode == "cuda-graph" and not torch.is_grad_enabled():
+        from captionlib.decode.cuda_graph import graphed_sample  # noqa: PLC0415 (it imports this module)
+
+        out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states)
+        if out is not None:
+            return out
+    with compile_settings(compile_mode):
+        out = decode_loop(model, v, max_len, greedy, temperature, top_k, return_states, sync_every,
+                          compiled(_step_and_draw, compile_mode))
+    # columns where some row was alive are a prefix: cut the padding steps after it
+    return out if sync_every == 1 else trimmed(out)
+
+
+def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, temperature: float, top_k: int,
+                return_states: bool, sync_every: int, step_and_draw: Callable = _step_and_draw) -> SampleOutput:
+    """The steps of :func:`sample` (same arguments): until a check that every row has finished
+    (a device-to-host copy every ``sync_every`` steps) finds them all finished, else all
+    ``max_len`` steps; ``sync_every`` 0: all ``max_len`` steps and no host synchronisation (the
+    static loop that :mod:`captionlib.decode.cuda_graph` captures). ``step_and_draw``: the
+    function of the steps between the first and the last (:func:`_step_and_draw`, or it
+    compiled). Returns the untrimmed outputs (batch, steps run): padding columns after the last
+    row's eos are still there (:func:`trimmed`)."""
     logp, state = model.first_step(v)
     finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
-    with compile_settings(compile_mode):
-        for t in range(max_len):
-            last = t == max_len - 1
-            if 0 < t < max_len - 1:
-                state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k)
-            else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
-                if t > 0:
-                    logp, state = model.step(tok, state)
-                drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k)
-            if return_states:
-                hids.append(model.decoder.step_hidden(state))
-            tok, out, lp, ent, alive, finished = drawn
-            toks.append(out)
-            lps.append(lp)
-            ents.append(ent)
-            masks.append(alive)
-            if last or ((t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
-                break
-    mask = torch.stack(masks, 1)
-    # columns where some row was alive are a prefix: cut the padding steps after it
-    n = len(masks) if sync_every == 1 else int((mask > 0).any(0).sum())
-    return SampleOutput(
-        tokens=torch.stack(toks[:n], 1),
-        logprobs=torch.stack(lps[:n], 1),
-        mask=mask[:, :n],
-        entropy=torch.stack(ents[:n], 1),
-        states=torch.stack(hids[:n], 1) if return_states else None,
-    )
+    for t in range(max_len):
+        last = t == max_len - 1
+        if 0 < t < max_len - 1:
+            state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k)
+        else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
+            if t > 0:
+                logp, state = model.step(tok, state)
+            drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k)
+        if return_states:
+            hids.append(model.decoder.step_hidden(state))
+        tok, out, lp, ent, alive, finished = drawn
+        toks.append(out)
+        lps.append(lp)
+        ents.append(ent)
+        masks.append(alive)
+        if last or (sync_every and (t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
+            break
+    return SampleOutput(tokens=torch.stack(toks, 1), logprobs=torch.stack(lps, 1), mask=torch.stack(masks, 1),
+                        entropy=torch.stack(ents, 1), states=torch.stack(hids, 1) if return_states else None)
+
+
+def trimmed(out: SampleOutput) -> SampleOutput:
+    """``out`` without its columns after the last row's eos (one device-to-host copy): the
+    columns where some row was alive are a prefix."""
+    n = int((out.mask > 0).any(0).sum())
+    return SampleOutput(tokens=out.tokens[:, :n], logprobs=out.logprobs[:, :n], mask=out.mask[:, :n],
+                        entropy=out.entropy[:, :n], states=None if out.states is None else out.states[:, :n])
 
 
 @torch.no_grad()

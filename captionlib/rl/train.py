@@ -43,15 +43,20 @@ def warn_unread_options(opts: RLOptions, cls: type) -> None:
 def warn_cuda_graphs_with_loop_gradients(opts: RLOptions, cls: type) -> None:
     """Warn when ``decode_compile`` replays CUDA graphs while the samples carry gradients through
     every step of the sampling loop (``sample_logprobs: loop``, or an objective that reads no
-    ``sample_logprobs``): CUDA graph trees then take their slow path, and on an H100 SCST and
-    REINFORCE+ updates were 9-11x slower than with eager sampling (README "Speed", 2026-11-26)."""
-    if opts.decode_compile not in CUDA_GRAPH_MODES:
+    ``sample_logprobs``): CUDA graph trees (``reduce-overhead``, ``max-autotune``) then take their
+    slow path, and on an H100 SCST and REINFORCE+ updates were 9-11x slower than with eager
+    sampling (README "Speed", 2026-11-26); ``cuda-graph`` draws such samples eagerly."""
+    if opts.sample_logprobs != "loop" and "sample_logprobs" in getattr(cls, "options_read", ()):
         return
-    if opts.sample_logprobs == "loop" or "sample_logprobs" not in getattr(cls, "options_read", ()):
+    if opts.decode_compile in CUDA_GRAPH_MODES:
         logging.warning("decode_compile %s with gradients through the sampling loop (rl_algo %s, sample_logprobs "
                         "loop): CUDA graph trees take their slow path, 9-11x slower than eager sampling on an H100; "
                         "use --sample_logprobs recompute (where rl_algo reads it) or --decode_compile none",
                         opts.decode_compile, opts.rl_algo)
+    elif opts.decode_compile == "cuda-graph":
+        logging.warning("decode_compile cuda-graph replays the passes without gradients only: the samples of rl_algo "
+                        "%s (sample_logprobs loop) are drawn eagerly; use --sample_logprobs recompute (where rl_algo "
+                        "reads it)", opts.rl_algo)
 
 
 def train_rl(opts: RLOptions) -> None:

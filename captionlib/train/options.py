@@ -99,8 +99,9 @@ class TrainOptions:
     decode_compile: str = option(
         "none", "sampling and greedy decoding (RL samples and baselines, validation captions) with each step (the "
                 "decoder step and the draw) compiled as one graph by torch.compile: reduce-overhead replays it as a "
-                "CUDA graph; for RL use it with --sample_logprobs recompute (none: eager; the CPU gains nothing)",
-        RUNTIME, COMPILE_MODES)
+                "CUDA graph; for RL use it with --sample_logprobs recompute. cuda-graph: on a GPU, the whole loop "
+                "captured as one CUDA graph, for the passes without gradients (greedy baselines, validation, samples "
+                "of --sample_logprobs recompute). none: eager; the CPU gains nothing", RUNTIME, COMPILE_MODES)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
     dry_run: bool = option(False, "build the model and exit", RUNTIME)
 

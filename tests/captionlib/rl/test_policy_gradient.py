@@ -173,6 +173,7 @@ def test_cuda_graphs_with_gradients_through_the_sampling_loop_are_warned_about(c
 
     with caplog.at_level(logging.WARNING):
         for opts in (RLOptions(rl_algo="scst", decode_compile="reduce-overhead", sample_logprobs="recompute"),
+                     RLOptions(rl_algo="scst", decode_compile="cuda-graph", sample_logprobs="recompute"),
                      RLOptions(rl_algo="scst", decode_compile="aot_eager"), RLOptions(rl_algo="mc_pg")):
             warn_cuda_graphs_with_loop_gradients(opts, objective_class(opts.rl_algo))
         assert not caplog.records
@@ -180,7 +181,11 @@ def test_cuda_graphs_with_gradients_through_the_sampling_loop_are_warned_about(c
                                              objective_class("scst"))
         warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo="mc_pg", decode_compile="max-autotune"),
                                              objective_class("mc_pg"))
+        warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo="reinforce_plus", num_samples=2,
+                                                       decode_compile="cuda-graph"), objective_class("reinforce_plus"))
     msgs = [r.getMessage() for r in caplog.records]
-    assert len(msgs) == 2 and msgs[0].startswith("decode_compile reduce-overhead with gradients through the "
+    assert msgs[2].startswith("decode_compile cuda-graph replays the passes without gradients only: the samples of "
+                              "rl_algo reinforce_plus (sample_logprobs loop) are drawn eagerly"), msgs
+    assert len(msgs) == 3 and msgs[0].startswith("decode_compile reduce-overhead with gradients through the "
                                                  "sampling loop (rl_algo scst, sample_logprobs loop)"), msgs
     assert "rl_algo mc_pg" in msgs[1] and "--sample_logprobs recompute" in msgs[1], msgs
