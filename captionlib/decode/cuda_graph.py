@@ -14,7 +14,7 @@ It serves the passes without gradients: the greedy baselines of the RL objective
 under ``--sample_logprobs recompute``, and validation's greedy captions. :func:`graphed_sample`
 returns ``None`` (and :func:`~captionlib.decode.search.sample` runs its eager loop) off a CUDA
 device, with gradients enabled, under row-sharded randomness (several ranks drawing one
-global batch: a collective per draw), and for a shape whose capture failed (logged once).
+global batch: a collective per draw), and in a process where a capture failed (logged once).
 
 How it differs from the eager loop:
 - every replay runs all ``max_len`` steps: the steps after the last row's eos only add padding,
@@ -31,6 +31,7 @@ How it differs from the eager loop:
   needs) and the capture.
 """
 
+import contextlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -58,7 +59,9 @@ class _Graph:
 
 
 _GRAPHS: "OrderedDict[tuple, _Graph]" = OrderedDict()
-_FAILED: set = set()
+#: the key of a failed capture: after one, the process decodes eagerly (a capture that a CUDA
+#: error broke can leave the allocator unusable for another)
+_DISABLED: list = []
 
 
 def flat_parts(v) -> List[torch.Tensor]:
@@ -99,27 +102,50 @@ def _autocast_dtype() -> torch.dtype:
 
 def _key(model, parts: List[torch.Tensor], settings: tuple) -> tuple:
     """What a captured graph depends on: the model object and the storage of its weights (a
-    graph reads them where they were at capture), its train/eval mode, autocast, the inputs'
-    shapes and dtypes, and the decoding settings."""
+    graph reads them where they were at capture), every module's train/eval mode (dropout),
+    autocast, the inputs' shapes and dtypes, and the decoding settings."""
     weights = tuple(t.data_ptr() for t in [*model.parameters(), *model.buffers()])
+    modes = tuple(m.training for m in model.modules())
     autocast = (torch.is_autocast_enabled(), _autocast_dtype())
     shapes = tuple((tuple(t.shape), t.dtype, t.device) for t in parts)
-    return (id(model), weights, model.training, autocast, shapes, settings)
+    return (id(model), weights, modes, autocast, shapes, settings)
+
+
+def _end_pool(device: torch.device, pool) -> None:
+    """Release the allocator from a capture that failed inside ``capture_end`` (before it ended
+    the pool: PyTorch's ``CUDAGraph::reset`` notes that this leaves the allocator in "weird
+    states"); the private function's name changed across torch versions."""
+    for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
+        end = getattr(torch._C, name, None)
+        if end is not None:
+            with contextlib.suppress(RuntimeError):
+                end(device.index, pool)
+            return
 
 
 def _capture(model, parts: List[torch.Tensor], v, settings: tuple) -> _Graph:
     """Warm the loop up on a side stream on ``parts`` (cuBLAS/cuDNN set themselves up outside
-    a capture), then capture it on static copies of them."""
+    a capture), then capture it on static copies of them, on their device. Autocast's weight
+    cache is off for both: with it, the graph would read the low-precision copies the warm-up
+    cached, which autocast frees when its region ends (``make_graphed_callables`` refuses that
+    cache too). The caller's stream is restored even when the capture fails."""
     inputs = [t.clone() for t in parts]
     static_v = with_parts(v, inputs)
-    side = torch.cuda.Stream(device=parts[0].device)
-    side.wait_stream(torch.cuda.current_stream(parts[0].device))
-    with torch.cuda.stream(side):
-        decode_loop(model, static_v, *settings, sync_every=0)
-    torch.cuda.current_stream(parts[0].device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        output = decode_loop(model, static_v, *settings, sync_every=0)
+    dev = parts[0].device
+    stream, pool, graph = torch.cuda.Stream(dev), torch.cuda.graph_pool_handle(), torch.cuda.CUDAGraph()
+    amp = torch.autocast("cuda", dtype=_autocast_dtype(), enabled=torch.is_autocast_enabled(), cache_enabled=False)
+    with torch.cuda.device(dev), amp:
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            decode_loop(model, static_v, *settings, sync_every=0)
+        torch.cuda.current_stream(dev).wait_stream(stream)
+        try:
+            with torch.cuda.stream(stream):  # restored even if graph.__exit__ (capture_end) raises
+                with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                    output = decode_loop(model, static_v, *settings, sync_every=0)
+        except Exception:
+            _end_pool(dev, pool)
+            raise
     return _Graph(graph, inputs, output)
 
 
@@ -144,22 +170,22 @@ def graphed_sample(model, v, max_len: int, greedy: bool, temperature: float, top
         (batch, length) each, trimmed after the last row's eos; ``None`` where the loop cannot
         be replayed so (see the module docstring): the caller then decodes eagerly.
     """
-    if not replayable(v):
+    if _DISABLED or not replayable(v):
         return None
     v = padded_frames(v)
     parts = flat_parts(v)
     settings = (max_len, greedy, temperature, top_k, return_states)
     key = _key(model, parts, settings)
-    if key in _FAILED:
-        return None
     entry = _GRAPHS.get(key)
     if entry is None:
         try:
             entry = _capture(model, parts, v, settings)
-        except Exception as e:  # noqa: BLE001 (any capture failure: decode eagerly, and say why once)
-            _FAILED.add(key)
-            logging.warning("decode_compile cuda-graph: the loop for inputs %s could not be captured, so it runs "
-                            "eagerly (%s: %s)", [tuple(t.shape) for t in parts], type(e).__name__, e)
+        except Exception as e:  # noqa: BLE001 (any capture failure: decode eagerly from now on, say why once)
+            _DISABLED.append(key)
+            cause = e.__context__ or e  # capture_end's error hides the op that broke the capture
+            logging.warning("decode_compile cuda-graph: the loop for inputs %s could not be captured (%s: %s); "
+                            "every pass of this process runs eagerly", [tuple(t.shape) for t in parts],
+                            type(cause).__name__, cause)
             return None
         _GRAPHS[key] = entry
         while len(_GRAPHS) > CACHE_SIZE:

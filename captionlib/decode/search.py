@@ -93,7 +93,8 @@ def _cloned(x: Any) -> Any:
         return x.clone()
     if isinstance(x, tuple):
         items = [_cloned(item) for item in x]
-        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
+        # named tuples take fields, other tuple types (BatchParts states) one iterable
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
     return x
 
 

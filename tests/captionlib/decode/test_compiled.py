@@ -15,6 +15,7 @@ from captionlib.decode import search
 from captionlib.decode.options import COMPILE_MODES
 from captionlib.decode.search import compiled, greedy_search, sample
 from captionlib.models.captioner import Captioner
+from captionlib.models.encoding import BatchParts
 from captionlib.train.options import TrainOptions
 from tiny_training import train_tiny_xe
 
@@ -113,6 +114,9 @@ def test_outputs_of_cuda_graph_replays_are_cloned_through_decoder_states():
     for a, b in pairs:
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
     assert set(search.CUDA_GRAPH_MODES) <= set(COMPILE_MODES)
+    # a Top-Down state (BatchParts) stays one: a plain tuple made the next step recompile
+    parts = search._cloned(BatchParts((h, k)))
+    assert type(parts) is BatchParts and torch.equal(parts[1], k) and parts[1].data_ptr() != k.data_ptr()
 
 
 def test_compile_modes_are_checked_and_row_sharded_draws_stay_eager(monkeypatch, caplog):

@@ -128,22 +128,34 @@ def test_the_cache_copies_inputs_in_and_clones_trimmed_outputs_out(monkeypatch):
         assert len(captures) == 3 and len(cuda_graph._GRAPHS) == 2
         cuda_graph.graphed_sample(model, v1, 12, True, 1.0, 0, False)
         assert len(captures) == 4
+        model.decoder.train()  # a module's mode (dropout) is part of the key, not only the model's flag
+        cuda_graph.graphed_sample(model, v1, 12, True, 1.0, 0, False)
+        assert len(captures) == 5
 
 
-def test_a_failed_capture_is_logged_once_and_decodes_eagerly(monkeypatch, caplog):
+def test_a_failed_capture_is_logged_once_and_the_process_decodes_eagerly(monkeypatch, caplog):
+    calls = []
+
     def capture(*_):
-        raise RuntimeError("operation not permitted when stream is capturing")
+        calls.append(1)
+        try:
+            raise ValueError("operation not permitted when stream is capturing")
+        except ValueError:  # what capture_end raises hides the op's error: the log names the op's
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture") from None
 
     monkeypatch.setattr(cuda_graph, "replayable", lambda v: True)
     monkeypatch.setattr(cuda_graph, "_capture", capture)
-    monkeypatch.setattr(cuda_graph, "_FAILED", set())
+    monkeypatch.setattr(cuda_graph, "_DISABLED", [])
     model = _model("gru", {}).eval()
     with torch.no_grad(), caplog.at_level(logging.WARNING):
         v = model.encode(FEATS, LENS)
-        for _ in range(2):
-            assert cuda_graph.graphed_sample(model, v, 12, True, 1.0, 0, False) is None
+        assert cuda_graph.graphed_sample(model, v, 12, True, 1.0, 0, False) is None
+        assert cuda_graph.graphed_sample(model, v[:2], 12, True, 1.0, 0, False) is None  # another shape
+        _same(sample(model, v, 12, greedy=True, compile_mode="cuda-graph"), sample(model, v, 12, greedy=True))
     msgs = [r.getMessage() for r in caplog.records]
-    assert len(msgs) == 1 and "could not be captured, so it runs eagerly (RuntimeError: operation not" in msgs[0]
+    assert len(calls) == 1 and len(msgs) == 1, msgs
+    assert "could not be captured (ValueError: operation not permitted when stream is capturing); every pass" \
+        in msgs[0], msgs
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
@@ -162,3 +174,45 @@ def test_replayed_graphs_decode_like_the_eager_loop_on_a_gpu(decoder, conf):
         model.train()
         out = sample(model, model.encode(feats, lens).repeat_interleave(3, 0), 12, compile_mode="cuda-graph")
         assert out.mask[:, 0].all() and torch.isfinite(out.logprobs).all() and (out.tokens >= 0).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_replays_under_autocast_read_the_weights_of_the_moment_on_a_gpu(monkeypatch):
+    """--amp bf16: a graph captured in one autocast region, replayed in another after an
+    optimizer step, decodes like the eager loop with the new weights (autocast's weight cache
+    is off during the capture, so the graph casts the current weights itself)."""
+    monkeypatch.setattr(cuda_graph, "_GRAPHS", type(cuda_graph._GRAPHS)())
+    model = _model("gru", {}, "cuda").eval()
+    feats, lens = FEATS.cuda(), LENS.cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(2):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.no_grad():
+                v = model.encode(feats, lens)
+                got = sample(model, v, 12, greedy=True, compile_mode="cuda-graph")
+                want = sample(model, v, 12, greedy=True)
+            _same(got, want, exact=False)
+            loss = model.decoder.forward_teacher(model.encode(feats, lens), got.tokens).float().logsumexp(-1).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert len(cuda_graph._GRAPHS) == 1  # one capture, replayed with the updated weights
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_a_capture_broken_by_a_host_sync_leaves_the_stream_and_eager_decoding_usable(monkeypatch):
+    monkeypatch.setattr(cuda_graph, "_DISABLED", [])
+    model = _model("gru", {}, "cuda").eval()
+    step = model.decoder.step
+
+    def syncing_step(tokens, state):
+        tokens.sum().item()  # a host synchronisation: not capturable
+        return step(tokens, state)
+
+    monkeypatch.setattr(model.decoder, "step", syncing_step)
+    with torch.no_grad():
+        v = model.encode(FEATS.cuda(), LENS.cuda())
+        got = sample(model, v, 12, greedy=True, compile_mode="cuda-graph")
+        assert cuda_graph._DISABLED
+        assert torch.cuda.current_stream() == torch.cuda.default_stream()
+        _same(got, sample(model, v, 12, greedy=True))
