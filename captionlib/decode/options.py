@@ -25,7 +25,7 @@ COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-auto
 _RANGES = {
     "beam_size": (">= 1", "1: greedy search"),
     "batch_size": (">= 1", "clips decoded together"),
-    "max_len": (">= 1", "tokens, eos included"),
+    "max_len": (">= 2", "tokens, eos included: 1 leaves room for eos alone, an empty caption"),
     "nbest": (">= 0", "0: no n-best list"),
     "num_diversity_samples": (">= 0", "0: no samples"),
     "sample_temperature": ("> 0", "1: the model's distribution"),
@@ -45,7 +45,7 @@ def check_decode_options(
 ) -> None:
     """Check decoding options; ``None`` means not given (not checked).
 
-    Allowed: ``beam_size``, ``batch_size`` and ``max_len`` integers >= 1; ``nbest`` and
+    Allowed: ``beam_size`` and ``batch_size`` integers >= 1, ``max_len`` >= 2; ``nbest`` and
     ``num_diversity_samples`` integers >= 0; ``length_penalty`` any finite number;
     ``sample_temperature`` a finite number > 0; ``sample_top_k`` an integer >= 0.
 

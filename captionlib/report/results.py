@@ -250,6 +250,9 @@ class SignificanceRow:
         results: one :class:`captionlib.metrics.significance.BootstrapResult` per seed
             (a = XE, b = RL).
         bootstrap_seed: seed of the bootstrap resampling.
+        left_out: the runs of the group that could not be compared, each as
+            ``"seed N: <file> has no <metric>"`` (a ``per_clip.json`` missing, or scored without
+            the metric), so that a table of 2 seeds out of 3 says which one is missing.
     """
 
     model: str
@@ -259,6 +262,17 @@ class SignificanceRow:
     seeds: List[Optional[int]]
     results: List[BootstrapResult]
     bootstrap_seed: int = BOOTSTRAP_SEED
+    left_out: List[str] = field(default_factory=list)
+
+
+def _lacking_per_clip(files: Sequence[Path], metric: str, run_seed: Optional[int]) -> Optional[str]:
+    """``"seed N: <file> has no <metric>"`` for the first of ``files`` without per-clip scores of
+    ``metric`` (see :attr:`SignificanceRow.left_out`), else ``None``."""
+    for f in files:
+        if not has_per_clip(f, metric):
+            label = "no seed" if run_seed is None else f"seed {run_seed}"
+            return f"{label}: {f} has no {metric}" + ("" if f.is_file() else " (no such file)")
+    return None
 
 
 def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> ScoreRow:
@@ -392,7 +406,8 @@ def collect_significance(
     decode config: :func:`decode_config_of`), when both have a ``per_clip.json`` holding
     ``metric`` beside their ``score.json``:
     :func:`captionlib.metrics.significance.paired_bootstrap_files` with XE = a and RL = b
-    (one-sided p of "RL better than XE"). Rows without per-clip scores (older runs) are left out.
+    (one-sided p of "RL better than XE"). A group none of whose runs has per-clip scores (older
+    runs) is left out; a run without them in a group with others is named in its ``left_out``.
 
     Returns:
         One :class:`SignificanceRow` per (RL seed group, decode tag, test set), sorted.
@@ -418,21 +433,23 @@ def collect_significance(
             continue
         rl_file = r.score_json.with_name("per_clip.json")
         xe_file = base.score_json.with_name("per_clip.json")
-        if not (has_per_clip(rl_file, metric) and has_per_clip(xe_file, metric)):
-            continue
         group, run_seed = seed_group(r.model)
         name, base_name = (r.model, parent) if run_seed is None else (group, seed_group(parent)[0])
-        result = paired_bootstrap_files(
-            xe_file, rl_file, metric=metric, num_resamples=num_resamples, seed=seed
-        )
         sig = groups.setdefault(
             (name, run_seed is None, r.decode_tag, r.test_set),
             SignificanceRow(name, base_name, r.decode_tag, r.test_set, [], [], bootstrap_seed=seed),
         )
+        lacking = _lacking_per_clip([xe_file, rl_file], metric, run_seed)
+        if lacking:
+            sig.left_out.append(lacking)
+            continue
         sig.seeds.append(run_seed)
-        sig.results.append(result)
+        sig.results.append(paired_bootstrap_files(xe_file, rl_file, metric=metric, num_resamples=num_resamples,
+                                                  seed=seed))
     out = []
     for sig in groups.values():
+        if not sig.results:  # no run of the group has per-clip scores (older runs): left out
+            continue
         order = sorted(range(len(sig.seeds)), key=lambda i: sig.seeds[i] or 0)
         sig.seeds = [sig.seeds[i] for i in order]
         sig.results = [sig.results[i] for i in order]
@@ -483,16 +500,19 @@ def collect_comparisons(
             if group != other or b is None or None in (r.score_json, b.score_json):
                 continue
             files = [x.score_json.with_name("per_clip.json") for x in (b, r)]
-            if not all(has_per_clip(f, metric) for f in files):
-                continue
             sig = groups.setdefault((tag, test_set), SignificanceRow(other, base, tag, test_set, [], [],
                                                                     bootstrap_seed=seed))
+            lacking = _lacking_per_clip(files, metric, run_seed)
+            if lacking:
+                sig.left_out.append(lacking)
+                continue
             sig.seeds.append(run_seed)
             sig.results.append(paired_bootstrap_files(*files, metric=metric, num_resamples=num_resamples, seed=seed))
-        if not groups:
+        compared = [g for g in groups.values() if g.results]
+        if not compared:
             logging.warning("--compare %s=%s: no run of the two with the same seed, decode and set (with per-clip "
                             "scores); left out", base, other)
-        out += list(groups.values())
+        out += compared
     return out
 
 
@@ -503,13 +523,14 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
     if not sigs and not comparisons:
         return []
     first = (list(sigs) + list(comparisons))[0]
-    r0, seed = first.results[0], first.bootstrap_seed
+    seed = first.bootstrap_seed
+    resamples = next((s.results[0].num_resamples for s in list(sigs) + list(comparisons) if s.results), NUM_RESAMPLES)
     lines = [
         "",
         "## Significance",
         "",
         f"Paired bootstrap (Koehn 2004; Efron & Tibshirani 1993) of each RL model against the XE "
-        f"model it was fine-tuned from (directly or through another RL stage), on per-clip {metric} (`per_clip.json`): {r0.num_resamples} "
+        f"model it was fine-tuned from (directly or through another RL stage), on per-clip {metric} (`per_clip.json`): {resamples} "
         f"resamples of the clips, seed {seed}; Δ{metric} = RL - XE; p = one-sided p of "
         f"\"RL better than XE\" = (1 + #{{resampled Δ <= 0}}) / (1 + resamples).",
         "",
@@ -531,6 +552,8 @@ def _significance_lines(sigs: Sequence[SignificanceRow], metric: str) -> List[st
             parts.append(f"{label}: Δ{metric} {res.delta:+.3f}, p={res.p_value:.4f}")
         better = sum(res.p_value < ALPHA for res in s.results)
         parts.append(f"better in {better}/{len(s.results)} seeds at p < {ALPHA:g}")
+        if s.left_out:
+            parts.append("left out: " + "; ".join(s.left_out))
         lines.append(f"- `{s.model}` vs `{s.baseline}`, {s.decode_tag}, {s.test_set}: " + "; ".join(parts))
     return lines
 

@@ -91,7 +91,8 @@ class TrainOptions:
         "cider_d", "validation metric of greedy captions (or XE loss) that ranks the epochs; every metric still "
                    "gets its valid.<metric>.best.pth (seed 000 XE: bleu_4)", OPTIM, tuple(SELECTION_MODES))
     log_interval: int = option(50, "steps between progress lines", OPTIM, valid=">= 1")
-    max_len: int = option(30, "max caption tokens when decoding (eos included)", OPTIM, valid=">= 1")
+    max_len: int = option(30, "max caption tokens when decoding (eos included; 1 leaves room for eos alone)", OPTIM,
+                          valid=">= 2")
     num_workers: int = option(0, "DataLoader worker processes", RUNTIME, valid=">= 0")
     ngpu: int = option(0, "0: CPU; >0: CUDA (one GPU per rank when launched by torchrun)", RUNTIME, valid=">= 0")
     amp: str = option("none", "mixed precision on CUDA (bf16 autocast, or fp16 with a gradient scaler); ignored on "

@@ -158,7 +158,8 @@ def test_top_k_samples(setup):
 @pytest.mark.parametrize("opt, value, message", [
     ("--beam_size", "0", "--beam_size must be >= 1 (1: greedy search), got 0"),
     ("--beam_size", "-3", "--beam_size must be >= 1 (1: greedy search), got -3"),
-    ("--max_len", "0", "--max_len must be >= 1"),
+    ("--max_len", "0", "--max_len must be >= 2"),
+    ("--max_len", "1", "--max_len must be >= 2 (tokens, eos included: 1 leaves room for eos alone, an empty caption)"),
     ("--batch_size", "0", "--batch_size must be >= 1"),
     ("--num_diversity_samples", "-1", "--num_diversity_samples must be >= 0"),
     ("--sample_temperature", "0", "--sample_temperature must be > 0"),

@@ -321,6 +321,13 @@ def test_significance_section(tmp_path):
     assert sle.endswith("better in 0/3 seeds at p < 0.05")
     main(["--exp_dir", str(exp), "--output", str(out)])
     assert out.read_text() == text  # deterministic bytes
+    # one seed without per-clip scores: the line says which, instead of 2/2 seeds as if there were two
+    missing = exp / f"{XE}_seed1" / "scst_train_scst_small_seed1" / f"decode_{TAG}" / "evaluation" / "per_clip.json"
+    missing.unlink()
+    main(["--exp_dir", str(exp), "--output", str(out)])
+    scst = next(line for line in out.read_text().splitlines() if line.startswith(start))
+    assert "seed 1: ΔCIDEr-D" not in scst and scst.endswith(
+        f"better in 2/2 seeds at p < 0.05; left out: seed 1: {missing} has no CIDEr-D (no such file)"), scst
 
 
 def test_significance_needs_per_clip_of_both(tmp_path, capsys):

@@ -18,7 +18,7 @@ SECONDS=0
 
 msvd_root=                # Directory holding "MSR Video Description Corpus.csv" and youtube_mapping.txt.
 video_root=               # Directory holding <VideoID>_<Start>_<End>.avi (YouTubeClips/); empty: no video.scp.
-split_sizes=1200,100,670  # Clips of train, val, test in youtube_mapping.txt order.
+split_sizes=1200,100,670  # Clips of train, val, test, taken in vid-number order (vid1-1200 train, ...).
 splits="train val test"   # Splits to prepare.
 skip_bad=false            # Warn about and skip bad rows and videos instead of failing.
 python=${python:-python3} # Python command.
@@ -31,7 +31,7 @@ e.g.
 Options:
   --msvd_root   # Directory with "MSR Video Description Corpus.csv" and youtube_mapping.txt (default="${msvd_root}").
   --video_root  # Directory with the .avi clips; empty: no video.scp, import features instead (default="${video_root}").
-  --split_sizes # Clips of train,val,test in youtube_mapping.txt order (default="${split_sizes}").
+  --split_sizes # Clips of train,val,test, taken in vid-number order of youtube_mapping.txt (default="${split_sizes}").
   --splits      # Splits to prepare (default="${splits}").
   --skip_bad    # true: skip bad videos/captions with a warning instead of failing (default="${skip_bad}").
   --python      # Python command (default="${python}").
