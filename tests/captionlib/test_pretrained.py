@@ -170,9 +170,9 @@ def test_read_packed_rejects_foreign_or_corrupt(packed, tmp_path):
     with pytest.raises(ValueError, match="unknown decoding options"):
         PretrainedCaptioner.from_pretrained(packed, beam=3)
     _assert_tampered_manifests_are_named(packed, tmp_path)
-    for key in ("beam_size", "batch_size", "max_len"):
-        with pytest.raises(ValueError, match=f"{key} must be >= 1"):
-            PretrainedCaptioner.from_pretrained(packed, **{key: 0})
+    for key, least in (("beam_size", 1), ("batch_size", 1), ("max_len", 2)):
+        with pytest.raises(ValueError, match=f"{key} must be >= {least}"):
+            PretrainedCaptioner.from_pretrained(packed, **{key: least - 1})
 
 
 def test_find_audio_files(tmp_path):
