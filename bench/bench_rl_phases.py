@@ -23,10 +23,8 @@ Usage:
 """
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -40,10 +38,8 @@ sys.path.insert(0, str(HERE))
 import bench_train  # noqa: E402
 from captionlib.decode.options import COMPILE_MODES  # noqa: E402
 from captionlib.decode.search import greedy_search, sample  # noqa: E402
-from captionlib.metrics.cider_d import DocumentFrequency  # noqa: E402
 from captionlib.models.captioner import xe_loss, xe_targets  # noqa: E402
 from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss, teacher_forced_logprobs  # noqa: E402
-from captionlib.rl.rewards import Reward  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -152,21 +148,14 @@ def table(times, total_name: str) -> list:
 def main(argv=None) -> None:
     """Time the phases and print the tables."""
     args = get_parser().parse_args(argv)
-    bench_train.DEVICE = torch.device(args.device)
-    if bench_train.DEVICE.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: no CUDA device is visible")
-    torch.set_num_threads(args.num_threads)
+    bench_train.use_device(args)
     s = bench_train.Setup(args)
     model = s.model
     bench_train.warm_up_decoder(s, args.warm_up_steps, args.seed)
     batch = s.batch("random")
     opt = torch.optim.Adam(model.parameters(), lr=1e-6)
     model.train()
-    with tempfile.TemporaryDirectory() as tmp:
-        df_path = os.path.join(tmp, "cider_df.npz")
-        DocumentFrequency.from_references(s.refs, n=4).save(df_path)
-        reward = Reward("cider_d:1.0", s.refs, df_path)
-    scst = PolicyGradient(reward, s.tok, sample_logprobs="recompute")
+    scst = PolicyGradient(bench_train.cider_reward(s), s.tok, sample_logprobs="recompute")
     gpu = f", {torch.cuda.get_device_name(bench_train.DEVICE)}" if bench_train.DEVICE.type == "cuda" else ""
     print(f"# bench_rl_phases: torch {torch.__version__}, device {bench_train.DEVICE}{gpu}, batch {args.batch_size}; "
           f"mean of {args.reps} after two warm-ups; the device synchronised at each phase's end")

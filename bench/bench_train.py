@@ -212,6 +212,30 @@ class Setup:
         return (clips, *(x.to(DEVICE) for x in (feats, lens, ys, ys_lens)))
 
 
+def cider_reward(setup: "Setup") -> Reward:
+    """The CIDEr-D reward of the RL updates: the real captions as references, their document
+    frequencies as stage 4 computes them."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        df_path = os.path.join(tmp, "cider_df.npz")
+        DocumentFrequency.from_references(setup.refs, n=4).save(df_path)
+        return Reward("cider_d:1.0", setup.refs, df_path)
+
+
+def use_device(args) -> None:
+    """Set the benchmark's device (``--device``) and threads (``--num_threads``).
+
+    Raises:
+        SystemExit: a CUDA device asked for but none visible.
+    """
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: no CUDA device is visible")
+    torch.set_num_threads(args.num_threads)
+
+
 def xe_update(model, opt, feats, lens, ys, ys_lens):
     """One XE update (forward, backward, Adam step)."""
     loss = xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id))
@@ -278,12 +302,8 @@ def xe_flops(model, feats, lens, ys, ys_lens) -> float:
 
 def main(argv=None) -> None:
     """Run the benchmark and print its table."""
-    global DEVICE
     args = get_parser().parse_args(argv)
-    DEVICE = torch.device(args.device)
-    if DEVICE.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: no CUDA device is visible")
-    torch.set_num_threads(args.num_threads)
+    use_device(args)
     t_start = time.time()
     s = Setup(args)
     model, reps = s.model, args.reps
@@ -306,13 +326,7 @@ def main(argv=None) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-6)
     model.train()
 
-    # the CIDEr-D reward of the real captions for the RL updates
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        df_path = os.path.join(tmp, "cider_df.npz")
-        DocumentFrequency.from_references(s.refs, n=4).save(df_path)
-        reward = Reward("cider_d:1.0", s.refs, df_path)
+    reward = cider_reward(s)
     scst = {enc: PolicyGradient(reward, s.tok, baseline_encoding=enc) for enc in ("separate", "shared")}
     rplus = PolicyGradient(reward, s.tok, num_samples=5, baseline="mean")
     # --sample_logprobs recompute: sampled under no_grad, one teacher-forced pass for the gradient

@@ -98,8 +98,6 @@ def _cloned(x: Any) -> Any:
     return x
 
 
-
-
 @dataclass
 class SampleOutput:
     """Result of :func:`sample`.
@@ -242,7 +240,7 @@ def sample(
     if sync_every < 1:
         raise ValueError(f"sync_every must be >= 1, got {sync_every}")
     compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
-    if compile_mode == "cuda-graph" and not torch.is_grad_enabled():
+    if compile_mode == "cuda-graph":  # None from graphed_sample (CPU, gradients, ...): the loop below
         from captionlib.decode.cuda_graph import graphed_sample  # noqa: PLC0415 (it imports this module)
 
         out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states)

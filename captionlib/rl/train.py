@@ -13,11 +13,11 @@
 import logging
 
 from captionlib.data.datasets import AudioRefsDataset, collate_clips
+from captionlib.decode.search import CUDA_GRAPH_MODES
 from captionlib.models.captioner import load_model_file
 from captionlib.rl import objective_class
 from captionlib.rl.options import DEFAULTS, OBJECTIVE_OPTIONS, RLOptions
 from captionlib.rl.rewards import Reward
-from captionlib.decode.search import CUDA_GRAPH_MODES
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import best_criteria, clip_validation, fit, log_model, run_inputs, write_config
 from captionlib.train.trainer import set_seed
