@@ -9,11 +9,13 @@ Usage:
         --output_dir exp/xe_train_xe_logmel_word/scst_train_scst --ngpu 0
 
 Re-running the same command resumes from ``<output_dir>/latest.pth``. The options are the
-fields of :class:`captionlib.rl.options.RLOptions`.
+fields of :class:`captionlib.rl.options.RLOptions`; a bad one, or a combination the objective
+cannot train with, exits 2 with one line naming it (``--check_only true``: check and exit).
 """
 
 from typing import Optional, Sequence
 
+from captionlib.rl import check_rl_options
 from captionlib.rl.options import RLOptions
 from captionlib.utils.cli import add_options, get_base_parser, parse_options
 
@@ -27,7 +29,7 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_rl_train."""
-    opts = parse_options(get_parser(), RLOptions, cmd)
+    opts = parse_options(get_parser(), RLOptions, cmd, check=check_rl_options)
     from captionlib.rl.train import train_rl
     from captionlib.utils.distributed import destroy
 

@@ -69,3 +69,38 @@ def objective_class(name: str) -> type:
         module, attr = cls.split(":")
         cls = RL_OBJECTIVES[name] = getattr(importlib.import_module(module), attr)
     return cls
+
+
+def check_rl_options(opts) -> type:
+    """Check the options of an RL run before anything is loaded, and return the objective class.
+
+    Checks each option's range and choices (:func:`captionlib.utils.cli.check_options`), that
+    ``rl_algo`` is registered, that ``entropy_weight`` and ``sample_logprobs: recompute`` are read
+    by the objective, the ``reward`` spec (and that SPICE can run where a term needs it:
+    :func:`captionlib.rl.rewards.check_reward`), and the objective's own combinations (its
+    ``check_options`` classmethod, e.g. SLE's ``num_samples >= 2``). What needs the model or the
+    data (e.g. ``attribute_input: cnn`` with a model without a CNN) is checked when they are
+    loaded. ``caption_rl_train --check_only`` runs this alone: the recipe checks every algorithm
+    of ``--rl_algo`` before it trains any.
+
+    Args:
+        opts: a :class:`captionlib.rl.options.RLOptions`.
+
+    Raises:
+        ValueError: one line naming the option.
+    """
+    from captionlib.rl.rewards import check_reward
+    from captionlib.utils.cli import check_options
+
+    check_options(opts)
+    cls = objective_class(opts.rl_algo)
+    read = getattr(cls, "options_read", ())
+    if opts.entropy_weight > 0 and "entropy_weight" not in read:
+        raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
+    if opts.sample_logprobs != "loop" and "sample_logprobs" not in read:
+        raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
+                         "(its samples' log-probabilities come from its own loop)")
+    check_reward(opts.reward, opts.spice_lib_dir)
+    if callable(getattr(cls, "check_options", None)):
+        cls.check_options(opts)
+    return cls

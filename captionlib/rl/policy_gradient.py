@@ -51,6 +51,19 @@ def mean_of_others(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards.sum(1, keepdim=True) - rewards) / (n - 1)
 
 
+def check_baseline(baseline: str, num_samples: int) -> None:
+    """Check a REINFORCE+ baseline setting (seed 004).
+
+    Raises:
+        ValueError: ``baseline`` other than ``greedy`` or ``mean``, or ``mean`` with fewer than
+            2 samples per clip (it averages the *other* samples).
+    """
+    if baseline not in ("greedy", "mean"):
+        raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
+    if baseline == "mean" and num_samples < 2:
+        raise ValueError("baseline 'mean' needs num_samples >= 2")
+
+
 def teacher_forced_logprobs(model, v: torch.Tensor, out: SampleOutput, max_len: int) -> SampleOutput:
     """``out`` with its log-probabilities and entropies recomputed by one teacher-forced pass of
     the decoder over its tokens (``model.decoder.forward_teacher``, the pass XE trains), with
@@ -135,6 +148,16 @@ class SampledObjective(nn.Module):
         self.max_len, self.temperature = max_len, temperature
         self.baseline_encoding, self.sample_logprobs = baseline_encoding, sample_logprobs
 
+    @classmethod
+    def check_options(cls, opts) -> None:
+        """Refuse the options (:class:`captionlib.rl.options.RLOptions`) this objective cannot
+        train with that can be told before anything is loaded (``train_rl`` and ``caption_rl_train
+        --check_only`` call it; the constructor checks the same again). The base class has none.
+
+        Raises:
+            ValueError: in subclasses, naming the option.
+        """
+
     def draw(self, model, v: torch.Tensor) -> SampleOutput:
         """One caption sampled per row of ``v`` (rows, embed), at ``temperature``, with
         log-probabilities and entropies as ``sample_logprobs`` says (differentiable where
@@ -214,11 +237,17 @@ class PolicyGradient(SampledObjective):
         if entropy_weight < 0:
             raise ValueError(f"entropy_weight must be >= 0, got {entropy_weight}")
         self.entropy_weight = entropy_weight
-        if baseline not in ("greedy", "mean"):
-            raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
-        if baseline == "mean" and num_samples < 2:
-            raise ValueError("baseline 'mean' needs num_samples >= 2")
+        check_baseline(baseline, num_samples)
         self.num_samples, self.baseline = num_samples, baseline
+
+    @classmethod
+    def check_options(cls, opts) -> None:
+        """:func:`check_baseline` of ``baseline`` and ``num_samples``.
+
+        Raises:
+            ValueError: ``baseline: mean`` with ``num_samples`` < 2.
+        """
+        check_baseline(opts.baseline, opts.num_samples)
 
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
@@ -266,6 +295,10 @@ class PolicyGradient(SampledObjective):
 class SCST(PolicyGradient):
     """SCST (``--rl_algo scst``): :class:`PolicyGradient` with one sample per clip and the
     greedy baseline (Rennie et al. 2017; seed 000 eq. 4)."""
+
+    @classmethod
+    def check_options(cls, opts) -> None:
+        """None to check: SCST ignores ``num_samples`` and ``baseline`` (with a warning)."""
 
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SCST":

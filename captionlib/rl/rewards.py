@@ -60,6 +60,24 @@ def parse_reward_spec(spec: str) -> List[Tuple[str, float]]:
     return terms
 
 
+def check_reward(spec: str, spice_lib_dir: Optional[str] = None) -> List[Tuple[str, float]]:
+    """:func:`parse_reward_spec`, and where a term needs SPICE (``spice``, ``spider``), check that
+    SPICE can run (Java, the CoreNLP jars in ``spice_lib_dir`` or their default place).
+
+    Raises:
+        ValueError: as :func:`parse_reward_spec`, or ``reward '<spec>' needs SPICE, which cannot
+            run: <reason>``.
+    """
+    terms = parse_reward_spec(spec)
+    if any(name in ("spice", "spider") for name, _ in terms):
+        from captionlib.metrics.spice import spice_unavailable_reason
+
+        reason = spice_unavailable_reason(spice_lib_dir)
+        if reason:
+            raise ValueError(f"reward {spec!r} needs SPICE, which cannot run: {reason}")
+    return terms
+
+
 def describe_reward(spec: str) -> str:
     """Human-readable reward of a spec: ``"cider_d:1.0"`` -> ``"CIDEr-D"``,
     ``"cider_d:1,bleu_4:0.5"`` -> ``"CIDEr-D + 0.5 BLEU-4"``.
@@ -104,17 +122,11 @@ class Reward:
     ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
 
-        self.terms = parse_reward_spec(spec)
+        self.terms = check_reward(spec, spice_lib_dir)
         self.refs = refs
         self.cider = CiderD(DocumentFrequency.load(cider_df, trust_pickle=trust_pickle))
         self.cider.add_refs(refs)
         self.spice_lib_dir, self.spice_cache_dir = spice_lib_dir, spice_cache_dir
-        if any(name in ("spice", "spider") for name, _ in self.terms):
-            from captionlib.metrics.spice import spice_unavailable_reason
-
-            reason = spice_unavailable_reason(spice_lib_dir)
-            if reason:
-                raise ValueError(f"reward {spec!r} needs SPICE, which cannot run: {reason}")
 
     def _spice(self, clip_ids: Sequence[str], candidates: Sequence[Sequence[str]]) -> np.ndarray:
         from captionlib.metrics.spice import compute_spice

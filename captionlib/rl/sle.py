@@ -93,6 +93,11 @@ def _check(name: str, value: str, allowed: Sequence[str]) -> None:
         raise ValueError(f"sle {name} must be one of {tuple(allowed)}, got {value!r}")
 
 
+def _check_num_samples(num_samples: int) -> None:
+    if num_samples < 2:
+        raise ValueError(f"sle needs num_samples >= 2 (pairs of samples), got {num_samples}")
+
+
 def bleu_distances(captions: Sequence[Sequence[str]], distance: str = "bleu34_sum") -> np.ndarray:
     """Directed BLEU distances ``d(y_j, y_k)`` between the captions of one clip.
 
@@ -242,14 +247,18 @@ class SLE(SampledObjective):
         sample_logprobs: str = DEFAULTS.sample_logprobs,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs)
-        if num_samples < 2:
-            raise ValueError(f"sle needs num_samples >= 2 (pairs of samples), got {num_samples}")
+        _check_num_samples(num_samples)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"sle alpha must be in [0, 1], got {alpha}")
         _check("distance", distance, DISTANCES)
         _check("diversity_baseline", diversity_baseline, DIVERSITY_BASELINES)
         self.num_samples, self.alpha = num_samples, float(alpha)
         self.distance, self.diversity_baseline = distance, diversity_baseline
+
+    @classmethod
+    def check_options(cls, opts) -> None:
+        """Raises ValueError: ``num_samples`` < 2 (SLE's diversity term needs pairs of samples)."""
+        _check_num_samples(opts.num_samples)
 
     @classmethod
     def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":

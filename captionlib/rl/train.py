@@ -15,13 +15,12 @@ import logging
 from captionlib.data.datasets import AudioRefsDataset, collate_clips
 from captionlib.decode.search import CUDA_GRAPH_MODES
 from captionlib.models.captioner import load_model_file
-from captionlib.rl import objective_class
+from captionlib.rl import check_rl_options
 from captionlib.rl.options import DEFAULTS, OBJECTIVE_OPTIONS, RLOptions
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.common import best_criteria, clip_validation, fit, log_model, run_inputs, write_config
 from captionlib.train.trainer import set_seed
-from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 
 
@@ -85,18 +84,10 @@ def train_rl(opts: RLOptions) -> None:
             clip either way.
 
     Raises:
-        ValueError: an option outside its choices or range (one line naming it), e.g. an
-            unregistered ``rl_algo``, or ``entropy_weight`` or ``sample_logprobs: recompute`` for an
-            objective that does not read it.
+        ValueError: an option outside its choices or range, or a combination the objective
+            cannot train with (:func:`captionlib.rl.check_rl_options`; one line naming it).
     """
-    check_options(opts)
-    cls = objective_class(opts.rl_algo)
-    read = getattr(cls, "options_read", ())
-    if opts.entropy_weight > 0 and "entropy_weight" not in read:
-        raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
-    if opts.sample_logprobs != "loop" and "sample_logprobs" not in read:
-        raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
-                         "(its samples' log-probabilities come from its own loop)")
+    cls = check_rl_options(opts)
     warn_unread_options(opts, cls)
     warn_cuda_graphs_with_loop_gradients(opts, cls)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))

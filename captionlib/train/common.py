@@ -226,7 +226,7 @@ def log_model(model: torch.nn.Module) -> None:
 
 
 #: options that change how a run runs, not what it trains (write_config does not count them as changes)
-RUNTIME_OPTIONS = ("dry_run", "num_workers", "ngpu")
+RUNTIME_OPTIONS = ("dry_run", "check_only", "num_workers", "ngpu")
 
 
 def write_config(opts: TrainOptions) -> None:

@@ -105,6 +105,8 @@ class TrainOptions:
                 "of --sample_logprobs recompute). none: eager; the CPU gains nothing", RUNTIME, COMPILE_MODES)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
     dry_run: bool = option(False, "build the model and exit", RUNTIME)
+    check_only: bool = option(False, "check the options (ranges, choices, combinations) and exit 0 if they are valid, "
+                                     "loading and writing nothing", RUNTIME)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 import typing
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 import configargparse
 import yaml
@@ -155,15 +155,23 @@ def check_options(opts: Any) -> None:
 
 
 def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options],
-                  cmd: Optional[Sequence[str]] = None) -> Options:
+                  cmd: Optional[Sequence[str]] = None, check: Optional[Callable[[Options], Any]] = None) -> Options:
     """Parse a binary's command line (:func:`parse_args`, with the ``required`` fields of the
-    options dataclass ``cls``) into a ``cls`` and check it (:func:`check_options`) before
-    anything is loaded; a bad value exits 2 with one line naming the key and its range."""
+    options dataclass ``cls``) into a ``cls`` and check it (:func:`check_options`, then ``check``,
+    the binary's own checks of combinations, e.g. :func:`captionlib.rl.train.check_rl_options`)
+    before anything is loaded; a bad value exits 2 with one line naming the key. With the
+    field ``check_only`` set, a valid command line exits 0 here (the recipes check stage 6's
+    options before stage 5 trains)."""
     opts = options_from_args(cls, parse_args(parser, cmd, required_options(cls)))
     try:
         check_options(opts)
+        if check is not None:
+            check(opts)
     except ValueError as e:
         parser.error(str(e))
+    if getattr(opts, "check_only", False):
+        logging.info("the options are valid (--check_only true): nothing loaded or written")
+        sys.exit(0)
     return opts
 
 

@@ -354,6 +354,48 @@ model_dirs_of() {
     for _a in ${rl_algo}; do rl_exp_of "$1" "${_a}"; done
 }
 model_dirs=$(for _s in ${seed_list}; do model_dirs_of "${_s}"; done | paste -sd ' ' -)
+# xe_train_opts <seed> / rl_train_opts <seed> <algo>: the options of caption_train (stage 5) and
+# caption_rl_train (stage 6), in the arrays _xe_opts and _rl_opts
+xe_train_opts() {
+    # shellcheck disable=SC2206,SC2207  # word-split options
+    _xe_opts=(--config "${xe_config}" --train_data_dir "${dumpdir}/${feats_tag}/${train_set}"
+        --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --token_list "${token_list}"
+        --feats_stats "${feats_stats}" --output_dir "$(xe_exp_of "$1")" --ngpu "${ngpu}")
+    if "${word2vec}"; then _xe_opts+=(--init_embedding "${word2vec_file}"); fi
+    # shellcheck disable=SC2206,SC2207
+    _xe_opts+=(${xe_args} $(seed_opts "$1"))
+}
+rl_train_opts() {
+    # shellcheck disable=SC2206,SC2207  # word-split options
+    _rl_opts=(--rl_algo "$2" --config "$(rl_config_of "$2")" --init_param "$(rl_init_of "$1")"
+        --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}"
+        --token_list "${token_list}" --cider_df "${cider_df}" --output_dir "$(rl_exp_of "$1" "$2")"
+        --ngpu "${ngpu}" ${rl_args} $(seed_opts "$1"))
+}
+# check_train_opts <binary> <what> <options...>: the training options checked (--check_only) before
+# the stages that come first run: a bad --xe_args/--rl_args, or an option one algorithm of
+# --rl_algo cannot train with, stops the run here, not after stages 1-4, XE or another algorithm
+check_train_opts() {
+    local _bin=$1 _what=$2 _out
+    shift 2
+    if ! _out=$(${python} -m "captionbin.${_bin}" "$@" --check_only true 2>&1); then
+        log "Error: the options of ${_what}: $(tail -n 1 <<< "${_out}"); nothing has run"
+        exit 2
+    fi
+}
+if ! "${skip_train}"; then
+    if [ "${stage}" -le 4 ] && [ "${stop_stage}" -ge 5 ]; then
+        xe_train_opts "${seed_list%% *}"
+        check_train_opts caption_train "stage 5 (XE training)" "${_xe_opts[@]}"
+    fi
+    # one algorithm at --stage 6 fails at once without this
+    if [ "${stage}" -le 6 ] && [ "${stop_stage}" -ge 6 ] && { [ "${stage}" -le 5 ] || [ "$(wc -w <<< "${rl_algo}")" -gt 1 ]; }; then
+        for _a in ${rl_algo}; do
+            rl_train_opts "${seed_list%% *}" "${_a}"
+            check_train_opts caption_rl_train "stage 6 (RL, --rl_algo ${_a})" "${_rl_opts[@]}"
+        done
+    fi
+fi
 # model_file_of <model dir> <seed>: the XE dirs decode (and start RL from) ${xe_inference_model}
 model_file_of() {
     if [ "$1" = "$(xe_exp_of "$2")" ]; then echo "$1/${xe_inference_model}"; else echo "$1/${inference_model}"; fi
@@ -583,10 +625,8 @@ fi
 
 if ! "${skip_train}"; then
     if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
-        _w2v_opts=
-        if "${word2vec}"; then
-            [ -f "${word2vec_file}" ] || { log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1; }
-            _w2v_opts="--init_embedding ${word2vec_file}"
+        if "${word2vec}" && [ ! -f "${word2vec_file}" ]; then
+            log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1
         fi
         if [ -n "${tagging_config}" ]; then
             _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
@@ -607,13 +647,10 @@ if ! "${skip_train}"; then
             lock_exp_dir "${_xe_exp}"
             if [ "${_s}" = none ]; then write_run_sh "${_xe_exp}" --stage 5; else write_run_sh "${_xe_exp}" --stage 5 --seeds "${_s}"; fi
             keep_old_log "${_xe_exp}/train.log"
-            # shellcheck disable=SC2086,SC2046  # word-split options
+            xe_train_opts "${_s}"
+            # shellcheck disable=SC2086  # word-split options
             ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_xe_exp}/train.log" \
-                ${train_launcher} -m captionbin.caption_train --config "${xe_config}" \
-                    --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
-                    --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
-                    --token_list "${token_list}" --feats_stats "${feats_stats}" \
-                    --output_dir "${_xe_exp}" --ngpu "${ngpu}" ${_w2v_opts} ${xe_args} $(seed_opts "${_s}")
+                ${train_launcher} -m captionbin.caption_train "${_xe_opts[@]}"
             release_exp_dir
         done
     fi
@@ -632,14 +669,10 @@ if ! "${skip_train}"; then
                     write_run_sh "${_rl_exp}" --stage 6 --rl_algo "${algo}" --seeds "${_s}"
                 fi
                 keep_old_log "${_rl_exp}/train.log"
-                # shellcheck disable=SC2086,SC2046  # word-split options
+                rl_train_opts "${_s}" "${algo}"
+                # shellcheck disable=SC2086  # word-split options
                 ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_rl_exp}/train.log" \
-                    ${train_launcher} -m captionbin.caption_rl_train --rl_algo "${algo}" --config "${_cfg}" \
-                        --init_param "$(rl_init_of "${_s}")" \
-                        --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
-                        --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
-                        --token_list "${token_list}" --cider_df "${cider_df}" \
-                        --output_dir "${_rl_exp}" --ngpu "${ngpu}" ${rl_args} $(seed_opts "${_s}")
+                    ${train_launcher} -m captionbin.caption_rl_train "${_rl_opts[@]}"
                 release_exp_dir
             done
         done

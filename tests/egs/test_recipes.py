@@ -174,6 +174,20 @@ def test_caption_sh_rejects_bad_usage():
     assert r.returncode == 2 and "RL config conf/nope.yaml not found" in r.stdout + r.stderr
     r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--xe_config", "conf/nope.yaml"], cwd=d)
     assert r.returncode == 2 and "XE config conf/nope.yaml not found" in r.stdout + r.stderr
+    # the training options are checked (--check_only) before the stages that come first run: a
+    # bad --xe_args before stages 1-4, and every algorithm of --rl_algo before any trains (mc_pg
+    # reads no sample_logprobs: scst used to train first, then mc_pg failed)
+    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst mc_pg",
+              "--rl_args", "--sample_logprobs recompute"], cwd=d)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): caption_rl_train.py: error: "
+                                  "sample_logprobs recompute is not read by rl_algo mc_pg") in out, out
+    assert "Stage 6:" not in out, out
+    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--lr -1"], cwd=d)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and ("the options of stage 5 (XE training): caption_train.py: error: lr must be > 0, "
+                                  "got -1.0; nothing has run") in out, out
+    assert "Stage 1:" not in out and "Stage 0:" not in out, out
     # presets: an unknown name is refused with the list, options the preset sets are refused,
     # and every config a preset names exists in every recipe that has the presets
     r = _run(["./run_preset.sh", "seed999"], cwd=d)

@@ -95,6 +95,16 @@ def test_no_function_is_longer_than_80_lines():
     ("caption_rl_train", ["--max_epoch", "0"], "max_epoch must be >= 1, got 0"),
     ("caption_rl_train", ["--alpha", "1.5"], "alpha must be in [0, 1], got 1.5"),
     ("caption_rl_train", ["--num_samples", "0"], "num_samples must be >= 1, got 0"),
+    # combinations an objective cannot train with (check_rl_options): usage errors, not tracebacks
+    ("caption_rl_train", ["--rl_algo", "mc_pg", "--sample_logprobs", "recompute"],
+     "sample_logprobs recompute is not read by rl_algo mc_pg"),
+    ("caption_rl_train", ["--rl_algo", "ac", "--entropy_weight", "0.01"],
+     "entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo ac"),
+    ("caption_rl_train", ["--rl_algo", "sle", "--num_samples", "1"], "sle needs num_samples >= 2 (pairs of samples), got 1"),
+    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--baseline", "mean"], "baseline 'mean' needs num_samples >= 2"),
+    ("caption_rl_train", ["--rl_algo", "multitask", "--baseline", "mean"], "baseline 'mean' needs num_samples >= 2"),
+    ("caption_rl_train", ["--reward", "cider_d:1,bleu:1"], "reward 'cider_d:1,bleu:1': unknown metric 'bleu'"),
+    ("caption_rl_train", ["--reward", "spider", "--spice_lib_dir", "/nonexistent"], "needs SPICE, which cannot run"),
 ])
 def test_a_bad_value_is_one_line_before_anything_is_loaded(binary, args, message, tmp_path, capsys):
     """Issue 25: the data dirs do not even exist; the value is refused first, naming the key."""
@@ -107,6 +117,26 @@ def test_a_bad_value_is_one_line_before_anything_is_loaded(binary, args, message
         importlib.import_module(f"captionbin.{binary}").main(required + args)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "exp").exists()
+
+
+@pytest.mark.parametrize("binary, args", [
+    ("caption_train", ["--token_list", "x"]),
+    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y"]),
+    # SCST ignores baseline and num_samples (with a warning when it trains), as before
+    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "scst", "--baseline", "mean"]),
+    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "sle", "--num_samples", "2"]),
+])
+def test_check_only_exits_0_on_valid_options_loading_and_writing_nothing(binary, args, tmp_path, capsys):
+    """caption.sh runs --check_only for stage 5 and for every --rl_algo before anything trains."""
+    import importlib
+
+    cmd = ["--train_data_dir", str(tmp_path / "nope"), "--valid_data_dir", str(tmp_path / "nope"),
+           "--output_dir", str(tmp_path / "exp"), "--check_only", "true", *args]
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(f"captionbin.{binary}").main(cmd)
+    assert e.value.code == 0
+    assert "the options are valid" in capsys.readouterr().err
     assert not (tmp_path / "exp").exists()
 
 
