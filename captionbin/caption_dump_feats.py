@@ -19,7 +19,7 @@ Usage:
 """
 
 import argparse
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from captionlib.io.feats import add_shard_arguments, run_shard_job
 from captionlib.utils.cli import float_or_none, get_base_parser, int_or_none, parse_args, str2bool
@@ -71,20 +71,35 @@ def get_parser():
     return parser
 
 
+def check_feats_type(options: Mapping[str, Any]) -> None:
+    """Check that resolved options (``vars(args)``, or a resolved feature config) fit their
+    ``feats_type``; caption_pack checks the feature config it packs with this too.
+
+    Raises:
+        ValueError: ``encoder``/``pretrained``/``classes_num`` with ``feats_type`` logmel, or
+            ``feats_type`` pretrained without ``encoder``, ``pretrained`` and ``fs``.
+    """
+    given = [f"--{k}" for k in ("encoder", "pretrained", "classes_num") if k in options]
+    if options["feats_type"] == "logmel" and given:
+        raise ValueError(f"{', '.join(given)}: only for --feats_type pretrained, not logmel")
+    if options["feats_type"] == "pretrained" and (
+            "encoder" not in options or "pretrained" not in options or options.get("fs") is None):
+        raise ValueError("--feats_type pretrained needs --encoder, --pretrained and --fs (the encoder's front end)")
+
+
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Parse ``cmd`` and run :func:`captionlib.audio.dump.dump_feats`."""
     parser = get_parser()
     args = parse_args(parser, cmd, REQUIRED)
-    given = [f"--{k}" for k in ("encoder", "pretrained", "classes_num") if k in vars(args)]
+    try:
+        check_feats_type(vars(args))
+    except ValueError as e:
+        parser.error(str(e))
     if args.feats_type == "logmel":
-        if given:
-            parser.error(f"{', '.join(given)}: only for --feats_type pretrained, not logmel")
         from captionlib.audio.dump import dump_feats
 
         run_shard_job(dump_feats, args)
     else:
-        if "encoder" not in vars(args) or "pretrained" not in vars(args) or args.fs is None:
-            parser.error("--feats_type pretrained needs --encoder, --pretrained and --fs (the encoder's front end)")
         from captionlib.models.encoder_feats import dump_encoder_feats
 
         run_shard_job(dump_encoder_feats, args)

@@ -92,18 +92,30 @@ def _resolved(parser, config: Optional[str], args: Sequence[str] = ()) -> dict:
 
 def _feats_config(feats_type: str, config: str, media_type: Optional[str]) -> dict:
     """The packed feature config: ``config`` resolved by the feature binary of ``feats_type``,
-    without its job options, with ``feats_type`` (and, for ``cnn``, ``media_type``) set.
+    without its job options, with ``feats_type`` (and, for ``cnn``, ``media_type``) set. An audio
+    config is resolved as stage 2 dumped with it: ``--feats_type`` on the command line wins over
+    the config's key, and the result must fit it (``caption_dump_feats.check_feats_type``).
 
     Raises:
-        ValueError: ``cnn`` without ``media_type``; FileNotFoundError: no ``config``.
+        ValueError: ``cnn`` without ``media_type``; an audio config that does not fit
+            ``feats_type`` (e.g. a log-mel config with ``pretrained``), naming it;
+        FileNotFoundError: no ``config``.
     """
     if feats_type == "cnn":
         if media_type is None:
             raise ValueError("--feats_type cnn needs --media_type image or video (the training data's media)")
         from captionbin.caption_extract_visual_feats import get_parser as feats_parser
+
+        resolved = {"feats_type": feats_type, **_resolved(feats_parser(), config)}
     else:
+        from captionbin.caption_dump_feats import check_feats_type
         from captionbin.caption_dump_feats import get_parser as feats_parser
-    resolved = {"feats_type": feats_type, **_resolved(feats_parser(), config)}
+
+        resolved = _resolved(feats_parser(), config, ["--feats_type", feats_type])
+        try:
+            check_feats_type(resolved)
+        except ValueError as e:
+            raise ValueError(f"{config} with --feats_type {feats_type}: {e}") from None
     for key in JOB_OPTIONS:
         resolved.pop(key, None)
     if feats_type == "cnn":

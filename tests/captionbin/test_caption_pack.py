@@ -49,6 +49,28 @@ def test_an_archive_caption_infer_would_refuse_is_not_written(tmp_path, capsys):
     assert model.read_bytes() == before and not (tmp_path / "p.zip").exists()
 
 
+def test_an_audio_feature_config_must_fit_feats_type(tmp_path, capsys):
+    """--feats_type pretrained with a log-mel config packed a log-mel front end (the config's own
+    feats_type won); it is resolved as stage 2 dumps: the command line wins, and the result must
+    have what that type needs."""
+    recipe = make_recipe(tmp_path / "r")
+    args = pack_args(recipe, tmp_path / "p.zip") + ["--feats_type", "pretrained"]
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "with --feats_type pretrained: --feats_type pretrained needs --encoder" in err, err
+    assert recipe["feats_config"] in err and not (tmp_path / "p.zip").exists()
+    conf = tmp_path / "feats_convnext.yaml"
+    conf.write_text(yaml.safe_dump({**yaml.safe_load(Path(recipe["feats_config"]).read_text()), "fs": 32000,
+                                    "feats_type": "pretrained", "encoder": "convnext", "pretrained": "x.pth"}))
+    args = pack_args(recipe, tmp_path / "p.zip")
+    args[args.index("--feats_config") + 1] = str(conf)
+    with pytest.raises(SystemExit) as e:
+        main(args + ["--feats_type", "logmel"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "--encoder, --pretrained: only for --feats_type pretrained, not logmel" in err, err
+
+
 def test_missing_input_fails_naming_it(tmp_path, capsys):
     recipe = make_recipe(tmp_path / "r")
     args = pack_args(recipe, tmp_path / "p.zip")
