@@ -20,7 +20,9 @@
 #      time of an SCST update goes, phase by phase (torch.profiler's tables of cuda-graph in
 #      DIR/profile.txt);
 #   5. bench/bench_frozen_encoder.py --device cuda.
-# --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true" on a
+# --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true --inference_nj 2"
+#   (the README's table; run.pl gives each decoding job the one GPU in turn, so more jobs only add
+#   process starts) on a
 #   corpus of --scale x Clotho's size (default 0.25; 4 GB of audio at 1.0) made in --work_dir
 #   (default DIR/pipeline), stages 1-8 (stage 9's METEOR and PTB
 #   tokenizer need Java; add --stop_stage 10 through PIPELINE_ARGS where the node has it).
@@ -88,7 +90,7 @@ fi
 if [ "${part}" != bench ]; then
   # shellcheck disable=SC2086
   step bench_pipeline "${python}" bench/bench_pipeline.py --work_dir "${work_dir:-${out}/pipeline}" --scale "${scale}" \
-    --ngpu 1 --stop_stage 8 --recipe_args "--gpu_inference true" \
+    --ngpu 1 --stop_stage 8 --recipe_args "--gpu_inference true --inference_nj 2" \
     ${data:+--event_root "${data}/event_library" --captions_dir "${data}/clotho_captions_v2.1"} ${PIPELINE_ARGS:-}
 fi
 if [ ${#failed[@]} -gt 0 ]; then
