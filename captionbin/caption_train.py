@@ -12,7 +12,10 @@ Re-running the same command resumes from ``<output_dir>/latest.pth`` (or returns
 when all epochs are done). Data-parallel over N processes (gloo on CPU, NCCL with --ngpu):
     torchrun --nproc_per_node N -m captionbin.caption_train ... (see captionlib.utils.distributed)
 
-The options are the fields of :class:`captionlib.train.options.XEOptions`.
+The options are the fields of :class:`captionlib.train.options.XEOptions`; a bad one, or an
+unknown key of ``encoder_conf``/``decoder_conf``/``specaug_conf``, exits 2 with one line naming
+it, before anything is loaded (``--check_only true``: check and exit;
+:func:`captionlib.train.xe.check_xe_options`).
 """
 
 from typing import Optional, Sequence
@@ -30,7 +33,13 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_train."""
-    opts = parse_options(get_parser(), XEOptions, cmd)
+
+    def check(opts: XEOptions) -> None:  # imported when called: --help loads no torch
+        from captionlib.train.xe import check_xe_options
+
+        check_xe_options(opts)
+
+    opts = parse_options(get_parser(), XEOptions, cmd, check=check)
     from captionlib.train.xe import train_xe
     from captionlib.utils.distributed import destroy
 

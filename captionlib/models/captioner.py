@@ -78,10 +78,7 @@ class Captioner(nn.Module):
         n_mels: Optional[int] = None,
     ):
         super().__init__()
-        if encoder not in ENCODERS:
-            raise ValueError(f"unknown encoder {encoder!r}; choose from {sorted(ENCODERS)}")
-        if decoder not in DECODERS:
-            raise ValueError(f"unknown decoder {decoder!r}; choose from {sorted(DECODERS)}")
+        check_model_conf(encoder, encoder_conf, decoder, decoder_conf, specaug_conf)
         if feats_dim is not None and n_mels is not None:
             raise ValueError("give feats_dim or its old name n_mels, not both")
         feats_dim = feats_dim if feats_dim is not None else (n_mels if n_mels is not None else 64)
@@ -91,25 +88,22 @@ class Captioner(nn.Module):
         self.register_buffer("feats_std", torch.ones(feats_dim))
         enc_conf = dict(encoder_conf or {})
         stack_conf = enc_conf.pop("transformer", None)
-        self.encoder = _construct(ENCODERS[encoder], f"encoder_conf (encoder {encoder!r})", feats_dim, **enc_conf)
+        self.encoder = ENCODERS[encoder](feats_dim, **enc_conf)
         self.encoder_stack = None
         if stack_conf is not None:
-            if not isinstance(stack_conf, dict):
-                raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
-            self.encoder_stack = _construct(TransformerEncoderStack, "encoder_conf.transformer",
-                                            self.encoder.output_size, **stack_conf)
+            self.encoder_stack = TransformerEncoderStack(self.encoder.output_size, **stack_conf)
         #: size of the clip vector ``v`` and of the frame outputs (the stack's when there is one)
         self.embed_size = (self.encoder_stack or self.encoder).output_size
         dec_conf = dict(decoder_conf or {})
         self.uses_memory = bool(getattr(DECODERS[decoder], "uses_memory", False))
         dec_conf.setdefault("memory_size" if self.uses_memory else "embed_size", self.embed_size)
-        self.decoder = _construct(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", vocab_size, **dec_conf)
+        self.decoder = DECODERS[decoder](vocab_size, **dec_conf)
         self.freeze_encoder = False  # training option (not saved): see train()
         self.specaug = None
         if specaug_conf:
             from captionlib.audio.specaug import SpecAugment
 
-            self.specaug = _construct(SpecAugment, "specaug_conf", **specaug_conf)
+            self.specaug = SpecAugment(**specaug_conf)
 
     def train(self, mode: bool = True) -> "Captioner":
         """Set training mode; a frozen encoder (``freeze_encoder = True``, with its
@@ -250,21 +244,56 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def _construct(cls: type, conf_name: str, *args, **conf) -> Any:
-    """``cls(*args, **conf)``, where ``conf`` is the mapping a config gave as ``conf_name``.
+def _check_keys(cls: type, conf_name: str, positional: int, conf: Dict[str, Any]) -> None:
+    """Check that ``cls`` takes every key of ``conf`` (the mapping a config gave as ``conf_name``)
+    as a keyword, after its first ``positional`` arguments.
 
     Raises:
-        ValueError: a key of ``conf`` that ``cls`` does not take, naming ``conf_name`` and
-            listing the keys it takes (Python's TypeError named neither).
+        ValueError: a key ``cls`` does not take, naming ``conf_name`` and listing the keys it
+            takes (Python's TypeError named neither).
     """
     params = inspect.signature(cls).parameters
     if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        taken = [n for n, p in list(params.items())[len(args):] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        taken = [n for n, p in list(params.items())[positional:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         unknown = [k for k in conf if k not in taken]
         if unknown:
             raise ValueError(f"{conf_name}: unknown key(s) {', '.join(map(repr, unknown))} of {cls.__name__}; "
                              f"its keys: {', '.join(taken)}")
-    return cls(*args, **conf)
+
+
+def check_model_conf(encoder: str, encoder_conf: Optional[Dict[str, Any]], decoder: str,
+                     decoder_conf: Optional[Dict[str, Any]], specaug_conf: Optional[Dict[str, Any]] = None) -> None:
+    """Check the names of a :class:`Captioner`'s parts and the keys of their configs, before
+    anything is built (it needs no vocabulary and no feature dimension: ``caption_train
+    --check_only`` runs it before stages 2-3 have made them). The values are checked when the
+    parts are built.
+
+    Args:
+        encoder, decoder: keys of :data:`ENCODERS`, :data:`DECODERS`.
+        encoder_conf: the encoder's keyword arguments, with ``transformer`` (the options of a
+            :class:`~captionlib.models.transformer.TransformerEncoderStack` on top); decoder_conf,
+            specaug_conf: the decoder's and SpecAugment's.
+
+    Raises:
+        ValueError: an unknown encoder or decoder, ``encoder_conf.transformer`` that is not a
+            mapping, or a key a part does not take (naming the config and the keys it takes).
+    """
+    if encoder not in ENCODERS:
+        raise ValueError(f"unknown encoder {encoder!r}; choose from {sorted(ENCODERS)}")
+    if decoder not in DECODERS:
+        raise ValueError(f"unknown decoder {decoder!r}; choose from {sorted(DECODERS)}")
+    enc_conf = dict(encoder_conf or {})
+    stack_conf = enc_conf.pop("transformer", None)
+    _check_keys(ENCODERS[encoder], f"encoder_conf (encoder {encoder!r})", 1, enc_conf)  # after feats_dim
+    if stack_conf is not None:
+        if not isinstance(stack_conf, dict):
+            raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
+        _check_keys(TransformerEncoderStack, "encoder_conf.transformer", 1, stack_conf)
+    _check_keys(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", 1, dict(decoder_conf or {}))
+    if specaug_conf:
+        from captionlib.audio.specaug import SpecAugment
+
+        _check_keys(SpecAugment, "specaug_conf", 0, specaug_conf)
 
 
 def build_model(model_conf: Dict[str, Any]) -> Captioner:

@@ -18,7 +18,7 @@ from captionlib.data.datasets import (
     collate_clip_captions,
 )
 from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
-from captionlib.models.captioner import build_model, xe_loss, xe_targets
+from captionlib.models.captioner import build_model, check_model_conf, xe_loss, xe_targets
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.io.datadir import feats_dim
 from captionlib.train.common import (
@@ -293,6 +293,31 @@ class XEObjective:
 xe_objective = XEObjective(label_smoothing=0.0, mixup_alpha=0.0)
 
 
+def check_xe_options(opts: XEOptions) -> Tuple[Dict[str, Any], EncoderTraining]:
+    """Check the options of an XE run before anything is loaded: ranges and choices
+    (:func:`captionlib.utils.cli.check_options`), the trainer's keys of ``encoder_conf``
+    (:func:`split_encoder_conf`; ``pretrained`` needs an encoder with a checkpoint loader and
+    excludes ``init_param``), and the names and keys of the model's configs
+    (:func:`~captionlib.models.captioner.check_model_conf`). ``caption_train`` runs it when it
+    parses (so ``--check_only`` does, which the recipes run before stage 1).
+
+    Returns:
+        (the encoder's own options, :class:`EncoderTraining`), as :func:`split_encoder_conf`.
+
+    Raises:
+        ValueError: one line naming the option or key.
+    """
+    check_options(opts)
+    encoder_conf, training = split_encoder_conf(opts.encoder_conf)
+    if training.pretrained:
+        check_pretrained_loader(opts.encoder, "encoder_conf.pretrained")
+        if opts.init_param:
+            raise ValueError("encoder_conf.pretrained and init_param both initialise the encoder: give one of them")
+    check_model_conf(opts.encoder, encoder_conf, opts.decoder, opts.decoder_conf,
+                     opts.specaug_conf if opts.specaug else None)
+    return encoder_conf, training
+
+
 def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any]]:
     """Build the captioner of ``opts`` (the registry's ``encoder``/``decoder`` with their
     ``*_conf``, SpecAugment), then set its feature normalisation (``feats_stats``), load
@@ -312,11 +337,7 @@ def xe_model(opts: XEOptions, tokenizer) -> Tuple[torch.nn.Module, Dict[str, Any
             an encoder that has no loader or with ``init_param``, a checkpoint that does not
             match, or word vectors of another shape.
     """
-    encoder_conf, training = split_encoder_conf(opts.encoder_conf)
-    if training.pretrained:
-        check_pretrained_loader(opts.encoder, "encoder_conf.pretrained")
-        if opts.init_param:
-            raise ValueError("encoder_conf.pretrained and init_param both initialise the encoder: give one of them")
+    encoder_conf, training = check_xe_options(opts)
     model_conf = {
         "vocab_size": tokenizer.vocab_size,
         "feats_dim": feats_dim(opts.train_data_dir),
@@ -384,8 +405,7 @@ def train_xe(opts: XEOptions) -> None:
             ``encoder_conf`` key or checkpoint (see :func:`xe_model`).
         FileNotFoundError: a missing input (see :func:`xe_model`).
     """
-    check_options(opts)
-    _, training = split_encoder_conf(opts.encoder_conf)
+    _, training = check_xe_options(opts)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)

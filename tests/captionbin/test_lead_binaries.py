@@ -31,11 +31,21 @@ def test_print_config_is_loadable_yaml(name):
 
 
 @pytest.mark.parametrize("conf", sorted(REPO.glob("egs/*/conf/tuning/train_*.yaml")), ids=lambda p: p.name)
-def test_every_recipe_train_config_parses(conf):
+def test_every_recipe_train_config_parses(conf, tmp_path, capsys):
+    """Each passes the checks the recipes run before stage 1 (--check_only): they must refuse
+    no valid config."""
     name = "caption_train" if conf.name.startswith("train_xe") else "caption_rl_train"
     mod = importlib.import_module(f"captionbin.{name}")
     args = mod.get_parser().parse_args(["--config", str(conf)])
     assert args.max_epoch >= 1
+    required = ["--token_list", "x"] if name == "caption_train" else ["--init_param", "x", "--cider_df", "y"]
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--config", str(conf), "--train_data_dir", "d", "--valid_data_dir", "d", "--output_dir",
+                  str(tmp_path / "exp"), "--check_only", "true", *required])
+    err = capsys.readouterr().err
+    if "needs SPICE, which cannot run" not in err:  # a SPIDEr reward on a machine without the CoreNLP jars
+        assert e.value.code == 0, err
+    assert not (tmp_path / "exp").exists()
 
 
 def test_misspelled_key_fails(tmp_path):
