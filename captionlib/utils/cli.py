@@ -157,16 +157,14 @@ def check_options(opts: Any) -> None:
 def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options],
                   cmd: Optional[Sequence[str]] = None, check: Optional[Callable[[Options], Any]] = None) -> Options:
     """Parse a binary's command line (:func:`parse_args`, with the ``required`` fields of the
-    options dataclass ``cls``) into a ``cls`` and check it (:func:`check_options`, then ``check``,
-    the binary's own checks of combinations, e.g. :func:`captionlib.rl.train.check_rl_options`)
-    before anything is loaded; a bad value exits 2 with one line naming the key. With the
-    field ``check_only`` set, a valid command line exits 0 here (the recipes check stage 6's
-    options before stage 5 trains)."""
+    options dataclass ``cls``) into a ``cls`` and check it before anything is loaded: with
+    ``check``, the binary's own checks (which run :func:`check_options` first, e.g.
+    :func:`captionlib.rl.check_rl_options`), else :func:`check_options`; a bad value exits 2 with
+    one line naming the key. With the field ``check_only`` set, a valid command line exits 0 here
+    (the recipes check stage 5's and 6's options before stage 1)."""
     opts = options_from_args(cls, parse_args(parser, cmd, required_options(cls)))
     try:
-        check_options(opts)
-        if check is not None:
-            check(opts)
+        (check or check_options)(opts)
     except ValueError as e:
         parser.error(str(e))
     if getattr(opts, "check_only", False):
