@@ -78,24 +78,62 @@ def _decode_with_pyav(path: str, sf_error: Exception) -> Tuple[np.ndarray, int]:
 _SHOULD_BE = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
 
 
-def check_truncation(path: str, info, strict: bool = False) -> None:
-    """Warn (or with ``strict`` raise) when a file holds less audio data than its header
-    promises, as libsndfile reports in the ``extra_info`` of ``soundfile.info(path)`` (or of
-    an open ``soundfile.SoundFile``) (a WAV cut short
-    by an interrupted copy: its ``data`` chunk says N bytes, the file holds fewer; libsndfile
-    then reads only the samples present).
-
-    Raises:
-        ValueError: with ``strict``, naming the file and both sizes.
-    """
-    m = _SHOULD_BE.search(getattr(info, "extra_info", "") or "")
-    if m is None or int(m.group(2)) >= int(m.group(1)):
-        return
-    msg = (f"{path}: truncated? its header promises {m.group(1)} bytes of audio data, the file holds "
-           f"{m.group(2)}; only the {info.frames / info.samplerate:.3f} s present are used")
+def _report_truncation(msg: str, strict: bool) -> None:
     if strict:
         raise ValueError(msg)
     logging.warning("%s (strict: make this an error)", msg)
+
+
+#: The tail of an Ogg file searched for its last page: a page is at most 65,307 bytes.
+_OGG_TAIL_BYTES = 65536
+
+
+def _ogg_end_missing(path: str) -> Optional[str]:
+    """Why an Ogg file looks cut short, or ``None``: its last page (found by the ``OggS``
+    capture pattern in the file's last 64 KiB) is incomplete or lacks the end-of-stream flag
+    (header type bit 0x04), which a finished encoder sets (RFC 3533, section 6). libsndfile
+    then reports only the samples present, so the length alone cannot tell.
+    """
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - _OGG_TAIL_BYTES, 0))
+        tail = f.read()
+    start = tail.rfind(b"OggS")
+    page = tail[start:]
+    if start < 0 or len(page) < 27 or len(page) < 27 + page[26]:
+        return "its last Ogg page is cut short"
+    if len(page) < 27 + page[26] + sum(page[27:27 + page[26]]):
+        return "its last Ogg page is cut short"
+    if not page[5] & 0x04:
+        return "its last Ogg page lacks the end-of-stream flag"
+    return None
+
+
+def check_truncation(path: str, info, strict: bool = False) -> None:
+    """Warn (or with ``strict`` raise) when a file holds less audio than its header promises:
+
+    - a WAV cut short by an interrupted copy: its ``data`` chunk says N bytes, the file holds
+      fewer, as libsndfile reports in the ``extra_info`` of ``soundfile.info(path)`` (or of an
+      open ``soundfile.SoundFile``); libsndfile then reads only the samples present;
+    - an Ogg file (Vorbis, Opus, FLAC in Ogg) whose last page is incomplete or lacks the
+      end-of-stream flag (RFC 3533).
+
+    An MP3 whose Xing/Info header counts more samples than it decodes is found by
+    :func:`load_audio` after decoding.
+
+    Raises:
+        ValueError: with ``strict``, naming the file and what is missing.
+    """
+    m = _SHOULD_BE.search(getattr(info, "extra_info", "") or "")
+    if m is not None and int(m.group(2)) < int(m.group(1)):
+        _report_truncation(
+            f"{path}: truncated? its header promises {m.group(1)} bytes of audio data, the file holds "
+            f"{m.group(2)}; only the {info.frames / info.samplerate:.3f} s present are used", strict)
+    elif getattr(info, "format", None) == "OGG":
+        problem = _ogg_end_missing(path)
+        if problem:
+            _report_truncation(f"{path}: truncated? {problem}; only the {info.frames / info.samplerate:.3f} s "
+                               "present are used", strict)
 
 
 def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
@@ -170,6 +208,10 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
                 data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
             except Exception as e:
                 raise ValueError(f"{path}: cannot read audio: {e}") from None
+            if 0 < data.shape[0] < f.frames:  # e.g. an MP3 whose Xing header counts the whole file
+                _report_truncation(f"{path}: truncated? its header declares {f.frames} samples, "
+                                   f"{data.shape[0]} decode; only the {data.shape[0] / sr:.3f} s present "
+                                   "are used", strict)
     if data.shape[0] == 0:
         raise ValueError(f"{path}: empty audio (0 samples)")
     bad = ~np.isfinite(data)

@@ -115,6 +115,45 @@ def test_truncated_wav_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, 
     assert not caplog.records
 
 
+@pytest.mark.parametrize("cut", ["mid_page", "page_boundary"])
+def test_truncated_ogg_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, caplog, cut):
+    import soundfile as sf
+
+    from captionlib.audio.io import audio_info, load_audio
+
+    wave = np.random.default_rng(0).uniform(-0.5, 0.5, 5 * 16000).astype(np.float32)
+    whole, ogg = tmp_path / "whole.ogg", tmp_path / "cut.ogg"
+    sf.write(str(whole), wave, 16000, format="OGG", subtype="VORBIS")
+    data = whole.read_bytes()
+    # libsndfile gives the samples of the pages present, without complaint
+    ogg.write_bytes(data[:len(data) // 2] if cut == "mid_page" else data[:data.rfind(b"OggS")])
+    with caplog.at_level("WARNING"):
+        assert len(load_audio(whole)[0]) == audio_info(whole).frames == 5 * 16000
+        assert not caplog.records
+        assert len(load_audio(ogg)[0]) == audio_info(ogg).frames < 5 * 16000
+    problem = "is cut short" if cut == "mid_page" else "lacks the end-of-stream flag"
+    assert sum(f"cut.ogg: truncated? its last Ogg page {problem}" in r.getMessage() for r in caplog.records) == 2
+    with pytest.raises(ValueError, match=rf"cut.ogg: truncated\? its last Ogg page {problem}"):
+        load_audio(ogg, strict=True)
+
+
+def test_truncated_mp3_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, caplog):
+    import soundfile as sf
+
+    from captionlib.audio.io import load_audio
+
+    wave = np.random.default_rng(0).uniform(-0.5, 0.5, 5 * 16000).astype(np.float32)
+    mp3 = tmp_path / "cut.mp3"
+    sf.write(str(mp3), wave, 16000, format="MP3", subtype="MPEG_LAYER_III")  # with a Xing header
+    with caplog.at_level("WARNING"):
+        assert len(load_audio(mp3)[0]) == 5 * 16000 and not caplog.records
+        truncate(mp3, 0.5)
+        assert len(load_audio(mp3)[0]) < 3 * 16000
+    assert any(r.getMessage().startswith(f"{mp3}: truncated? its header declares 80000 samples,") for r in caplog.records)
+    with pytest.raises(ValueError, match=r"cut.mp3: truncated\? its header declares 80000 samples, \d+ decode"):
+        load_audio(mp3, strict=True)
+
+
 def test_training_data_of_the_wrong_dimension_names_the_clip(tmp_path):
     from captionlib.data.datasets import AudioRefsDataset
 
