@@ -90,6 +90,8 @@ NUM_RESAMPLES = 10000
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
 #: A ``_seed<N>`` token of a dir name: ``_seed`` + digits, not followed by a letter or digit.
+#: Appended to the row name of a run without a seed token named as a merged seed group.
+NO_SEED = " (no seed)"
 _SEED_TOKEN = re.compile(r"_seed([0-9]+)(?![0-9A-Za-z])")
 
 
@@ -336,7 +338,8 @@ def collect_scores(exp_dir: Union[str, Path]) -> List[ScoreRow]:
 def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
     """Merge the score rows of the seeds of one (seed group, decode tag, test set).
 
-    Rows without a seed token are never merged. Sorted by (first cell, tag, set); the runs
+    Rows without a seed token are never merged; such a run named as a merged seed group (a
+    run without ``--seeds`` beside runs with them) is named ``<dir> (no seed)``. Sorted by (first cell, tag, set); the runs
     of a row by seed.
 
     Raises:
@@ -357,6 +360,10 @@ def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
                                  "one row would count them as two seeds; rename or remove one")
         model = runs[0].model if len(runs) == 1 else name
         out.append(TableRow(model=model, decode_tag=tag, test_set=test_set, runs=runs))
+    merged = {t.model for t in out if len(t.runs) > 1}
+    for t in out:  # xe_a beside xe_a_seed0 + xe_a_seed1: two rows "xe_a" otherwise
+        if t.model in merged and len(t.runs) == 1:
+            t.model += NO_SEED
     out.sort(key=lambda t: (t.model, t.decode_tag, t.test_set))
     return out
 

@@ -287,6 +287,22 @@ def test_single_seed_rows_keep_their_names(tmp_path):
     assert row["BLEU-1"] == "0.500" and row["seeds"] == "1" and "±" not in row["CIDEr-D"]
 
 
+def test_a_run_without_seed_beside_its_seed_group_is_named_apart(tmp_path):
+    """xe_a (a run without --seeds) and xe_a_seed0 + xe_a_seed1: both rows were named xe_a."""
+    exp = tmp_path / "exp"
+    _write(exp, "xe_a", "t", "s", FULL)
+    for seed in (0, 1):
+        _write(exp, f"xe_a_seed{seed}", "t", "s", dict(FULL, **{"BLEU-1": 0.1}))
+    _write(exp, "xe_b", "t", "s", FULL)
+    _write(exp, "xe_b_seed0", "t", "s", FULL)  # a single seeded run keeps its dir name
+    text = format_results(collect_scores(exp))
+    names = [line.split(" | ")[0][2:] for line in text.splitlines() if line.startswith("| xe_")]
+    assert names == ["xe_a", "xe_a (no seed)", "xe_b", "xe_b_seed0"]
+    table = _table(text)
+    assert table[("xe_a", "s")]["seeds"] == "2" and table[("xe_a", "s")]["BLEU-1"] == "0.100 ± 0.000"
+    assert table[("xe_a (no seed)", "s")]["BLEU-1"] == "0.512"
+
+
 def test_skipped_in_one_seed_is_skipped(tmp_path):
     exp = tmp_path / "exp"
     _write(exp, "xe_a_seed0", "t", "s", FULL)
