@@ -577,16 +577,17 @@ if ! "${skip_data_prep}"; then
         for dset in ${all_sets}; do
             utils/validate_data_dir.sh "${_opts[@]}" "data/${dset}"
         done
-        # a clip of an evaluation set that is also a training clip (under another set's name: a
-        # set named in --train_sets is warned about above) scores what the models were trained on
+        # a clip of an evaluation set that is also a training clip (by id, media file or bytes;
+        # a set named in --train_sets is warned about above) scores what the models were trained on
+        _eval_dirs=()
         for dset in ${valid_set} ${test_sets} ${xe_test_sets}; do
-            case " ${train_sets} " in *" ${dset} "*) continue;; esac
-            _common=$(LC_ALL=C comm -12 <(cut -d' ' -f1 "data/${train_set}/spk2utt" | LC_ALL=C sort) \
-                                        <(cut -d' ' -f1 "data/${dset}/spk2utt" | LC_ALL=C sort))
-            if [ -n "${_common}" ]; then
-                log "warning: $(wc -l <<< "${_common}") of the $(wc -l < "data/${dset}/spk2utt") clips of data/${dset} are also in data/${train_set} (e.g. $(head -1 <<< "${_common}")): their scores are of data the models were trained on"
-            fi
+            case " ${train_sets} ${_eval_dirs[*]} " in *" ${dset} "*|*" data/${dset} "*) continue;; esac
+            _eval_dirs+=("data/${dset}")
         done
+        if [ ${#_eval_dirs[@]} -gt 0 ]; then
+            ${python} -m captionbin.caption_check_overlap --log_level WARNING --train_dir "data/${train_set}" \
+                --eval_dirs "${_eval_dirs[@]}"
+        fi
     fi
 
     if [ ${stage} -le 2 ] && [ ${stop_stage} -ge 2 ]; then

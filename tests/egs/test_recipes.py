@@ -237,7 +237,7 @@ def test_caption_sh_refuses_an_experiment_dir_in_use(tmp_path):
 @needs_utils
 def test_stage1_warns_about_evaluation_clips_that_are_training_clips(tmp_path):
     """A clip in a test set and (under another set's name) in a training set was scored
-    silently; stage 1 now names how many and one of them."""
+    silently; stage 1 now names how many and one of them (caption_check_overlap)."""
     ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
     for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
@@ -251,8 +251,9 @@ def test_stage1_warns_about_evaluation_clips_that_are_training_clips(tmp_path):
     r = _run(["./run.sh", "--stop_stage", "1", "--test_sets", "dev_copy evaluation"], cwd=d, timeout=600)
     out = r.stdout + r.stderr
     n = len((d / "data" / "development" / "spk2utt").read_text().splitlines())
-    assert r.returncode == 0 and f"warning: {n} of the {n} clips of data/dev_copy are also in data/train_" in out, out
-    assert "clips of data/evaluation are also" not in out
+    assert r.returncode == 0 and f"WARNING: {n} of the {n} clips of data/dev_copy are clips of data/train_" in out, out
+    assert "with the same clip id (e.g. clotho-development-00001)" in out and "same media file" not in out
+    assert "clips of data/evaluation are" not in out
 
 
 @needs_utils
