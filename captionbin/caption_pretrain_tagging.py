@@ -31,7 +31,13 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_pretrain_tagging."""
-    opts = parse_options(get_parser(), TaggingOptions, cmd)
+
+    def check(opts: TaggingOptions) -> None:  # imported when called: --help loads no torch
+        from captionlib.train.tagging import check_tagging_options
+
+        check_tagging_options(opts)
+
+    opts = parse_options(get_parser(), TaggingOptions, cmd, check=check)
     from captionlib.train.tagging import train_tagging
     from captionlib.utils.distributed import destroy
 

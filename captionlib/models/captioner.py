@@ -244,7 +244,7 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def _check_keys(cls: type, conf_name: str, positional: int, conf: Dict[str, Any]) -> None:
+def check_keys(cls: type, conf_name: str, positional: int, conf: Dict[str, Any]) -> None:
     """Check that ``cls`` takes every key of ``conf`` (the mapping a config gave as ``conf_name``)
     as a keyword, after its first ``positional`` arguments.
 
@@ -284,16 +284,16 @@ def check_model_conf(encoder: str, encoder_conf: Optional[Dict[str, Any]], decod
         raise ValueError(f"unknown decoder {decoder!r}; choose from {sorted(DECODERS)}")
     enc_conf = dict(encoder_conf or {})
     stack_conf = enc_conf.pop("transformer", None)
-    _check_keys(ENCODERS[encoder], f"encoder_conf (encoder {encoder!r})", 1, enc_conf)  # after feats_dim
+    check_keys(ENCODERS[encoder], f"encoder_conf (encoder {encoder!r})", 1, enc_conf)  # after feats_dim
     if stack_conf is not None:
         if not isinstance(stack_conf, dict):
             raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
-        _check_keys(TransformerEncoderStack, "encoder_conf.transformer", 1, stack_conf)
-    _check_keys(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", 1, dict(decoder_conf or {}))
+        check_keys(TransformerEncoderStack, "encoder_conf.transformer", 1, stack_conf)
+    check_keys(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", 1, dict(decoder_conf or {}))
     if specaug_conf:
         from captionlib.audio.specaug import SpecAugment
 
-        _check_keys(SpecAugment, "specaug_conf", 0, specaug_conf)
+        check_keys(SpecAugment, "specaug_conf", 0, specaug_conf)
 
 
 def build_model(model_conf: Dict[str, Any]) -> Captioner:

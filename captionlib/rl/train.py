@@ -81,13 +81,15 @@ def train_rl(opts: RLOptions) -> None:
             ``clip`` (each clip once; seeds 001-004) or ``caption`` ((clip, caption) pairs,
             each clip once per reference caption, as the seed 000 authors' code does: 5x the
             updates per epoch on Clotho); the reward scores against all references of the
-            clip either way.
+            clip either way; ``check_only`` checks the options and returns, loading nothing.
 
     Raises:
         ValueError: an option outside its choices or range, or a combination the objective
             cannot train with (:func:`captionlib.rl.check_rl_options`; one line naming it).
     """
     cls = check_rl_options(opts)
+    if opts.check_only:
+        return
     warn_unread_options(opts, cls)
     warn_cuda_graphs_with_loop_gradients(opts, cls)
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4"))

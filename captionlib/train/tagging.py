@@ -31,7 +31,7 @@ from torch import nn
 from captionlib.data.datasets import AudioRefsDataset, pad_feats
 from captionlib.io.datadir import feats_dim, read_scp, read_utf8
 from captionlib.models import panns
-from captionlib.models.captioner import ENCODERS
+from captionlib.models.captioner import ENCODERS, check_keys
 from captionlib.train.common import fingerprint, fit, write_config
 from captionlib.train.options import TaggingOptions
 from captionlib.train.trainer import set_seed
@@ -213,6 +213,21 @@ def _labels(opts: TaggingOptions, train: AudioRefsDataset, valid: AudioRefsDatas
     return classes, labels[0], labels[1]
 
 
+def check_tagging_options(opts: TaggingOptions) -> None:
+    """Check tagging options before anything is loaded (``caption_pretrain_tagging`` runs it at
+    parse time): :func:`~captionlib.utils.cli.check_options`, an encoder with a tagging head
+    (:data:`TAGGING_HEADS`) and the keys of ``encoder_conf`` (``classes_num`` is set from the
+    labels).
+
+    Raises:
+        ValueError: one line naming the option or key.
+    """
+    check_options(opts)
+    if opts.encoder not in TAGGING_HEADS:
+        raise ValueError(f"encoder {opts.encoder!r} cannot be pretrained here; choose from {sorted(TAGGING_HEADS)}")
+    check_keys(ENCODERS[opts.encoder], f"encoder_conf (encoder {opts.encoder!r})", 1, dict(opts.encoder_conf or {}))
+
+
 def train_tagging(opts: TaggingOptions) -> str:
     """Train ``opts.encoder`` on clip labels and write ``<output_dir>/pretrained.pth`` (the
     epoch with the best validation mAP, or the lowest validation loss when no validation clip
@@ -223,17 +238,20 @@ def train_tagging(opts: TaggingOptions) -> str:
     ``bn0`` normalises each mel bin), as XE feeds a pretrained encoder. Training is the
     captioners' trainer: resumable, atomic checkpoints, ``valid.map.best.pth``.
 
+    With ``opts.check_only``, the options are checked (:func:`check_tagging_options`) and
+    nothing is loaded or written.
+
     Returns:
         The path of the checkpoint.
 
     Raises:
-        ValueError: bad options, labels (see :func:`read_labels_csv`, :func:`clip_labels`),
+        ValueError: bad options (:func:`check_tagging_options`), labels (see :func:`read_labels_csv`, :func:`clip_labels`),
             no class, or an encoder that cannot be pretrained here.
         FileNotFoundError: a missing dump dir file, labels CSV or ``feats_config.yaml``.
     """
-    check_options(opts)
-    if opts.encoder not in TAGGING_HEADS:
-        raise ValueError(f"encoder {opts.encoder!r} cannot be pretrained here; choose from {sorted(TAGGING_HEADS)}")
+    check_tagging_options(opts)
+    if opts.check_only:
+        return str(Path(opts.output_dir) / PRETRAINED_FILE)
     feats_config = read_feats_config(opts.train_data_dir)
     panns.front_end_tensors(feats_config)  # fail early on a config without fs
     set_seed(opts.seed)

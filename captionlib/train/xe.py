@@ -389,7 +389,8 @@ def train_xe(opts: XEOptions) -> None:
             ``batch_size`` is then the global batch); ``amp`` (see :class:`Trainer`);
             ``best_model_criterion``: ``cider_d`` (greedy CIDEr-D), ``bleu_4`` (greedy
             BLEU-4, seed 000's XE selection) or ``loss`` decides which ``keep_nbest`` epoch
-            files stay; ``dry_run`` builds the model, logs it and returns.
+            files stay; ``dry_run`` builds the model, logs it and returns; ``check_only``
+            checks the options (:func:`check_xe_options`) and returns, loading nothing.
             ``encoder_conf`` also holds the trainer's keys (:func:`split_encoder_conf`; kept
             in ``config.yaml``, left out of the model files): ``pretrained`` loads a
             published checkpoint into the encoder (:func:`xe_model`: the feature
@@ -406,6 +407,8 @@ def train_xe(opts: XEOptions) -> None:
         FileNotFoundError: a missing input (see :func:`xe_model`).
     """
     _, training = check_xe_options(opts)
+    if opts.check_only:
+        return
     criteria = best_criteria(opts.best_model_criterion, ("cider_d", "bleu_4", "loss"))
     set_seed(opts.seed)
     device = init_distributed(opts.ngpu)

@@ -152,6 +152,35 @@ def test_check_only_exits_0_on_valid_options_loading_and_writing_nothing(binary,
     assert not (tmp_path / "exp").exists()
 
 
+def test_tagging_checks_its_encoder_conf_before_anything_is_loaded(tmp_path, capsys):
+    from captionbin.caption_pretrain_tagging import main
+
+    cmd = ["--train_data_dir", str(tmp_path / "nope"), "--valid_data_dir", str(tmp_path / "nope"),
+           "--output_dir", str(tmp_path / "exp"), "--encoder", "cnn10"]
+    with pytest.raises(SystemExit) as e:
+        main(cmd + ["--encoder_conf", "{drop_out: 0.2}"])
+    assert e.value.code == 2 and "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out' of Cnn10" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(cmd + ["--encoder_conf", "{classes_num: 3}", "--check_only", "true"])
+    assert e.value.code == 0 and not (tmp_path / "exp").exists()
+
+
+def test_library_calls_with_check_only_load_and_write_nothing(tmp_path):
+    from captionlib.rl.train import train_rl
+    from captionlib.train.options import TaggingOptions
+    from captionlib.train.tagging import train_tagging
+    from captionlib.train.xe import train_xe
+
+    common = dict(train_data_dir=str(tmp_path / "nope"), valid_data_dir=str(tmp_path / "nope"),
+                  output_dir=str(tmp_path / "exp"), check_only=True)
+    train_xe(XEOptions(token_list="x", **common))
+    train_rl(RLOptions(init_param="x", cider_df="y", **common))
+    train_tagging(TaggingOptions(**common))
+    assert not (tmp_path / "exp").exists()
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        train_tagging(TaggingOptions(lr=0.0, **common))
+
+
 def test_library_calls_are_checked_too_and_a_bad_model_key_is_named(tmp_path):
     from captionlib.rl.train import train_rl
     from captionlib.train.xe import train_xe
