@@ -58,11 +58,17 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     """Parse a YAML/JSON mapping given on the command line (``--encoder_conf "{a: 1}"``).
 
     Raises:
-        argparse.ArgumentTypeError: if the value is not a mapping.
+        argparse.ArgumentTypeError: if the value is not YAML (one line: the parser's problem and
+            column) or not a mapping.
     """
     if isinstance(value, dict):
         return value
-    out = yaml.load(value, Loader=UniqueKeyLoader) if value else {}
+    try:
+        out = yaml.load(value, Loader=UniqueKeyLoader) if value else {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at column {mark.column + 1}" if mark is not None else ""
+        raise argparse.ArgumentTypeError(f"not a YAML mapping: {value!r}: {getattr(e, 'problem', None) or e}{where}")
     if out is None:
         return {}
     if not isinstance(out, dict):

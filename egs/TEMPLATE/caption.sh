@@ -372,6 +372,14 @@ rl_train_opts() {
         --token_list "${token_list}" --cider_df "${cider_df}" --output_dir "$(rl_exp_of "$1" "$2")"
         --ngpu "${ngpu}" ${rl_args} $(seed_opts "$1"))
 }
+# tagging_train_opts: the options of caption_pretrain_tagging (stage 5, --tagging_config) in _tag_opts
+tagging_train_opts() {
+    _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
+    # shellcheck disable=SC2206  # word-split options
+    _tag_opts=(--config "${tagging_config}" --train_data_dir "${dumpdir}/${feats_tag}/${train_set}"
+        --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --output_dir "${_tag_exp}" --ngpu "${ngpu}"
+        ${tagging_args})
+}
 # check_train_opts <binary> <what> <options...>: the training options checked (--check_only) before
 # the stages that come first run: a bad --xe_args/--rl_args, or an option one algorithm of
 # --rl_algo cannot train with, stops the run here, not after stages 1-4, XE or another algorithm
@@ -385,6 +393,10 @@ check_train_opts() {
 }
 if ! "${skip_train}"; then
     if [ "${stage}" -le 4 ] && [ "${stop_stage}" -ge 5 ]; then
+        if [ -n "${tagging_config}" ]; then
+            tagging_train_opts
+            check_train_opts caption_pretrain_tagging "stage 5 (tagging pretraining)" "${_tag_opts[@]}"
+        fi
         xe_train_opts "${seed_list%% *}"
         check_train_opts caption_train "stage 5 (XE training)" "${_xe_opts[@]}"
     fi
@@ -630,16 +642,13 @@ if ! "${skip_train}"; then
             log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1
         fi
         if [ -n "${tagging_config}" ]; then
-            _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
+            tagging_train_opts
             log "Stage 5: audio tagging pretraining of the encoder: ${_tag_exp}/pretrained.pth (log: ${_tag_exp}/train.log)"
             lock_exp_dir "${_tag_exp}"
             keep_old_log "${_tag_exp}/train.log"
             # shellcheck disable=SC2086  # word-split options
             ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_tag_exp}/train.log" \
-                ${train_launcher} -m captionbin.caption_pretrain_tagging --config "${tagging_config}" \
-                    --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" \
-                    --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" \
-                    --output_dir "${_tag_exp}" --ngpu "${ngpu}" ${tagging_args}
+                ${train_launcher} -m captionbin.caption_pretrain_tagging "${_tag_opts[@]}"
             release_exp_dir
         fi
         for _s in ${seed_list}; do

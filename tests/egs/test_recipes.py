@@ -188,6 +188,12 @@ def test_caption_sh_rejects_bad_usage():
     assert r.returncode == 2 and ("the options of stage 5 (XE training): caption_train.py: error: lr must be > 0, "
                                   "got -1.0; nothing has run") in out, out
     assert "Stage 1:" not in out and "Stage 0:" not in out, out
+    r = _run(["./run.sh", "--stop_stage", "5", "--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
+              "--tagging_args", '--encoder_conf {"drop_out":0.1}'], cwd=d)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and ("the options of stage 5 (tagging pretraining): caption_pretrain_tagging.py: error: "
+                                  "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out'") in out, out
+    assert "Stage 1:" not in out, out
     # presets: an unknown name is refused with the list, options the preset sets are refused,
     # and every config a preset names exists in every recipe that has the presets
     r = _run(["./run_preset.sh", "seed999"], cwd=d)

@@ -104,6 +104,10 @@ def test_no_function_is_longer_than_80_lines():
      "encoder_conf.pretrained: encoder 'crnn' has no checkpoint loader"),
     ("caption_train", ["--encoder", "cnn14", "--encoder_conf", "{pretrained: x.pth}", "--init_param", "y.pth"],
      "encoder_conf.pretrained and init_param both initialise the encoder"),
+    ("caption_train", ["--decoder_conf", "{hidden_size: [8}"],  # was a yaml traceback
+     "argument --decoder_conf: not a YAML mapping: '{hidden_size: [8}': expected ',' or ']', but got '}' at column 17"),
+    ("caption_train", ["--decoder_conf", "{a: 1, a: 2}"], "argument --decoder_conf: not a YAML mapping: '{a: 1, a: 2}': "
+                                                          "found duplicate key 'a' at column 8"),
     ("caption_rl_train", ["--max_epoch", "0"], "max_epoch must be >= 1, got 0"),
     ("caption_rl_train", ["--alpha", "1.5"], "alpha must be in [0, 1], got 1.5"),
     ("caption_rl_train", ["--num_samples", "0"], "num_samples must be >= 1, got 0"),
