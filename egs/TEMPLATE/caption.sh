@@ -33,7 +33,7 @@ dumpdir=dump         # Directory to dump features.
 expdir=exp           # Directory to save experiments.
 
 # Data preparation related
-local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh.
+local_data_opts= # The options given to local/download.sh (or local/generate.sh) and local/data.sh; quote a value with spaces: "--clotho_root '/data/my clotho'".
 
 # Feature extraction related
 feats_type=logmel # Feature type (names dump/<feats_type>[_<feats_config name>]/): logmel (audio, wav.scp), pretrained (a frozen pretrained audio encoder's frame outputs, wav.scp), cnn (CNN features of image.scp/video.scp), import (precomputed features of the clips in clip2id, or of the audio files in wav.scp).
@@ -230,6 +230,14 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
         exit 2
     fi
 done
+# --local_data_opts is split into words as the shell splits them, quotes and backslashes included
+# (run.sh quotes a path with printf %q); xargs splits it, so nothing in it is run
+if ! _err=$(xargs printf '%.0s' <<< "${local_data_opts}" 2>&1); then
+    _err=${_err#xargs: }
+    log "Error: --local_data_opts ${local_data_opts}: ${_err%%;*}"; exit 2
+fi
+_local_opts=()
+if [ -n "${local_data_opts}" ]; then mapfile -d '' _local_opts < <(xargs printf '%s\0' <<< "${local_data_opts}"); fi
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 for _opt in word2vec corpus_prior gpu_inference; do
@@ -564,12 +572,10 @@ if ! "${skip_data_prep}"; then
     if [ ${stage} -le 0 ] && [ ${stop_stage} -ge 0 ]; then
         if [ -x local/download.sh ]; then
             log "Stage 0: Download the corpus (local/download.sh)"
-            # shellcheck disable=SC2086
-            local/download.sh ${local_data_opts}
+            local/download.sh ${_local_opts[@]+"${_local_opts[@]}"}
         elif [ -x local/generate.sh ]; then
             log "Stage 0: Generate the corpus (local/generate.sh)"
-            # shellcheck disable=SC2086
-            local/generate.sh ${local_data_opts}
+            local/generate.sh ${_local_opts[@]+"${_local_opts[@]}"}
         else
             log "Stage 0: no local/download.sh or local/generate.sh in this recipe: nothing to do"
         fi
@@ -577,8 +583,7 @@ if ! "${skip_data_prep}"; then
 
     if [ ${stage} -le 1 ] && [ ${stop_stage} -ge 1 ]; then
         log "Stage 1: Data preparation: data/{${all_sets// /,}}"
-        # shellcheck disable=SC2086
-        local/data.sh ${local_data_opts}
+        local/data.sh ${_local_opts[@]+"${_local_opts[@]}"}
         if [ ${#_train_sets[@]} -gt 1 ]; then
             utils/combine_data.sh "data/${train_set}" "${_train_sets[@]/#/data/}"
         fi

@@ -27,8 +27,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-opts="--audiocaps_root ${audiocaps_root} --max_missing_fraction ${max_missing_fraction} --skip_bad ${skip_bad}"
-[ -z "${audio_dir}" ] || opts+=" --audio_dir ${audio_dir}"
+opts="--audiocaps_root $(printf %q "${audiocaps_root}") --max_missing_fraction ${max_missing_fraction} --skip_bad ${skip_bad}"
+[ -z "${audio_dir}" ] || opts+=" --audio_dir $(printf %q "${audio_dir}")"
 
 exec ./caption.sh \
     --local_data_opts "${opts}" \

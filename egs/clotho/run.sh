@@ -23,7 +23,7 @@ done
 
 exec ./caption.sh \
     --stage 0 \
-    --local_data_opts "--clotho_root ${clotho_root}" \
+    --local_data_opts "--clotho_root $(printf %q "${clotho_root}")" \
     --train_sets "development" --valid_set validation --test_sets "evaluation" \
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \

@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
 done
 
 exec ./caption.sh \
-    --local_data_opts "--clotho_root ${clotho_root}" \
+    --local_data_opts "--clotho_root $(printf %q "${clotho_root}")" \
     --train_sets "development validation" --valid_set evaluation --test_sets "validation evaluation" \
     --nj 2 --inference_nj 2 \
     --feats_config conf/feats_logmel.yaml \

@@ -25,8 +25,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--coco_root ${coco_root}"
-[ -z "${image_root}" ] || data_opts+=" --image_root ${image_root}"
+data_opts="--coco_root $(printf %q "${coco_root}")"
+[ -z "${image_root}" ] || data_opts+=" --image_root $(printf %q "${image_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

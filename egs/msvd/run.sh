@@ -23,8 +23,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--msvd_root ${msvd_root}"
-[ -z "${video_root}" ] || data_opts+=" --video_root ${video_root}"
+data_opts="--msvd_root $(printf %q "${msvd_root}")"
+[ -z "${video_root}" ] || data_opts+=" --video_root $(printf %q "${video_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

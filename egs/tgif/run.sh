@@ -20,8 +20,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--tgif_root ${tgif_root}"
-[ -z "${gif_root}" ] || data_opts+=" --gif_root ${gif_root}"
+data_opts="--tgif_root $(printf %q "${tgif_root}")"
+[ -z "${gif_root}" ] || data_opts+=" --gif_root $(printf %q "${gif_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

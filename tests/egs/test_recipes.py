@@ -263,6 +263,24 @@ def test_stage1_warns_about_evaluation_clips_that_are_training_clips(tmp_path):
 
 
 @needs_utils
+def test_a_corpus_path_with_spaces_reaches_the_data_prep_whole(tmp_path):
+    """--local_data_opts was split at every space: a --clotho_root with one failed in data.sh
+    with "no positional argument is allowed". run.sh quotes it; caption.sh splits with xargs."""
+    ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
+    for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
+        shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
+    d = tmp_path / "egs" / "mini_clotho"
+    root = tmp_path / "my corpora" / "clotho's fixture"
+    shutil.copytree(d / "clotho_fixture", root)
+    r = _run(["./run.sh", "--stop_stage", "1", "--clotho_root", str(root)], cwd=d, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f" {root}/development/" in (d / "data" / "development" / "wav.scp").read_text()
+    r = _run(["./caption.sh", "--local_data_opts", "--clotho_root 'x", "--train_sets", "a", "--valid_set", "b",
+              "--test_sets", "c", "--feats_config", "x", "--xe_config", "y", "--decode_config", "z"], cwd=d)
+    assert r.returncode == 2 and "Error: --local_data_opts --clotho_root 'x: unmatched single quote" in r.stdout + r.stderr
+
+
+@needs_utils
 def test_caption_sh_lock_two_runs_started_at_once(tmp_path):
     """Two runs of stage 5 started at the same instant in one exp dir: the lock is taken
     atomically before anything is written, so exactly one trains and the other stops at once
