@@ -128,7 +128,8 @@ Options:
     --expdir         # Directory to save experiments (default="${expdir}").
 
     # Data preparation related
-    --local_data_opts # The options given to local/download.sh or local/generate.sh, and local/data.sh (default="${local_data_opts}").
+    --local_data_opts # The options given to local/download.sh or local/generate.sh, and local/data.sh; quote values
+                      # with spaces, as in a shell: "--clotho_root '/data/my clotho'" (default="${local_data_opts}").
 
     # Feature extraction related
     --feats_type     # Feature type: logmel (wav.scp), pretrained (the frame outputs of a frozen pretrained
@@ -155,7 +156,8 @@ Options:
     # XE training related
     --xe_tag    # Suffix of the XE experiment directory (default="${xe_tag}").
     --xe_config # Config for XE training, required (default="${xe_config}").
-    --xe_args   # Extra arguments for caption_train (default="${xe_args}").
+    --xe_args   # Extra arguments for caption_train; every --*_args is split as a shell splits words: quote
+                # a value with spaces, e.g. "--encoder_conf '{freeze: true}'" (default="${xe_args}").
 
     # RL fine-tuning related
     --rl_algo   # RL algorithm(s), space-separated (default="${rl_algo}").
@@ -230,14 +232,18 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
         exit 2
     fi
 done
-# --local_data_opts is split into words as the shell splits them, quotes and backslashes included
-# (run.sh quotes a path with printf %q); xargs splits it, so nothing in it is run
-if ! _err=$(xargs printf '%.0s' <<< "${local_data_opts}" 2>&1); then
-    _err=${_err#xargs: }
-    log "Error: --local_data_opts ${local_data_opts}: ${_err%%;*}"; exit 2
-fi
-_local_opts=()
-if [ -n "${local_data_opts}" ]; then mapfile -d '' _local_opts < <(xargs printf '%s\0' <<< "${local_data_opts}"); fi
+# The options strings (--local_data_opts, --*_args) are split into words as the shell splits them,
+# quotes and backslashes included (--xe_args "--encoder_conf '{freeze: true}'"; run.sh quotes a
+# path with printf %q), by xargs: nothing in them is run
+for _opt in local_data_opts word2vec_args tagging_args xe_args rl_args decode_args; do
+    if ! _err=$(xargs printf '%.0s' <<< "${!_opt}" 2>&1); then
+        _err=${_err#xargs: }
+        log "Error: --${_opt} ${!_opt}: ${_err%%;*}"; exit 2
+    fi
+done
+# words_of <options string> <array name>: the words of the string, as above, into the array
+words_of() { mapfile -d '' -t "$2" < <(xargs -r printf '%s\0' <<< "$1"); }
+words_of "${local_data_opts}" _local_opts
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 for _opt in word2vec corpus_prior gpu_inference; do
@@ -370,23 +376,25 @@ xe_train_opts() {
         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --token_list "${token_list}"
         --feats_stats "${feats_stats}" --output_dir "$(xe_exp_of "$1")" --ngpu "${ngpu}")
     if "${word2vec}"; then _xe_opts+=(--init_embedding "${word2vec_file}"); fi
-    # shellcheck disable=SC2206,SC2207
-    _xe_opts+=(${xe_args} $(seed_opts "$1"))
+    words_of "${xe_args}" _words
+    # shellcheck disable=SC2207  # --seed N
+    _xe_opts+=(${_words[@]+"${_words[@]}"} $(seed_opts "$1"))
 }
 rl_train_opts() {
-    # shellcheck disable=SC2206,SC2207  # word-split options
+    words_of "${rl_args}" _words
+    # shellcheck disable=SC2207  # --seed N
     _rl_opts=(--rl_algo "$2" --config "$(rl_config_of "$2")" --init_param "$(rl_init_of "$1")"
         --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}"
         --token_list "${token_list}" --cider_df "${cider_df}" --output_dir "$(rl_exp_of "$1" "$2")"
-        --ngpu "${ngpu}" ${rl_args} $(seed_opts "$1"))
+        --ngpu "${ngpu}" ${_words[@]+"${_words[@]}"} $(seed_opts "$1"))
 }
 # tagging_train_opts: the options of caption_pretrain_tagging (stage 5, --tagging_config) in _tag_opts
 tagging_train_opts() {
     _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
-    # shellcheck disable=SC2206  # word-split options
+    words_of "${tagging_args}" _words
     _tag_opts=(--config "${tagging_config}" --train_data_dir "${dumpdir}/${feats_tag}/${train_set}"
         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --output_dir "${_tag_exp}" --ngpu "${ngpu}"
-        ${tagging_args})
+        ${_words[@]+"${_words[@]}"})
 }
 # check_train_opts <binary> <what> <options...>: the training options checked (--check_only) before
 # the stages that come first run: a bad --xe_args/--rl_args, or an option one algorithm of
@@ -623,9 +631,9 @@ if ! "${skip_data_prep}"; then
             --min_count "${min_count}" --nbpe "${nbpe}" --output_dir "$(dirname "${token_list}")"
         if "${word2vec}"; then
             log "Stage 3: Word2Vec on data/${train_set}/text aligned with ${token_list}: ${word2vec_file}"
-            # shellcheck disable=SC2086
+            words_of "${word2vec_args}" _words
             ${python} -m captionbin.caption_train_word2vec --text "data/${train_set}/text" \
-                --token_list "${token_list}" --output "${word2vec_file}" ${word2vec_args}
+                --token_list "${token_list}" --output "${word2vec_file}" ${_words[@]+"${_words[@]}"}
         fi
     fi
 

@@ -189,11 +189,16 @@ def test_caption_sh_rejects_bad_usage():
                                   "got -1.0; nothing has run") in out, out
     assert "Stage 1:" not in out and "Stage 0:" not in out, out
     r = _run(["./run.sh", "--stop_stage", "5", "--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
-              "--tagging_args", '--encoder_conf {"drop_out":0.1}'], cwd=d)
+              "--tagging_args", "--encoder_conf '{drop_out: 0.1}'"], cwd=d)  # quoted as in a shell
     out = r.stdout + r.stderr
     assert r.returncode == 2 and ("the options of stage 5 (tagging pretraining): caption_pretrain_tagging.py: error: "
                                   "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out'") in out, out
     assert "Stage 1:" not in out, out
+    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf '{hidden_size: 8, n_layers: 2}'"], cwd=d)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "decoder_conf (decoder 'gru'): unknown key(s) 'n_layers' of GRUDecoder" in out, out
+    r = _run(["./run.sh", "--stop_stage", "5", "--rl_args", "--lr '1"], cwd=d)
+    assert r.returncode == 2 and "Error: --rl_args --lr '1: unmatched single quote" in r.stdout + r.stderr
     # presets: an unknown name is refused with the list, options the preset sets are refused,
     # and every config a preset names exists in every recipe that has the presets
     r = _run(["./run_preset.sh", "seed999"], cwd=d)

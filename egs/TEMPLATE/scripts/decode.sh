@@ -64,6 +64,9 @@ logdir=${dir}/log
 case "${ngpu}" in 0|1) ;; *) log "Error: --ngpu must be 0 or 1, got '${ngpu}'"; exit 2;; esac
 [[ "${nj}" =~ ^[0-9]+$ ]] && [ "${nj}" -ge 1 ] || { log "Error: --nj (a number of jobs) must be an integer >= 1, got '${nj}'"; exit 2; }
 [ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
+# --decode_args is split as a shell splits words (quotes and backslashes), by xargs: nothing in it is run
+xargs printf '%.0s' <<< "${decode_args}" 2>/dev/null || { log "Error: --decode_args ${decode_args}: an unmatched quote"; exit 2; }
+mapfile -d '' -t _decode_opts < <(xargs -r printf '%s\0' <<< "${decode_args}")
 for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
 done
@@ -104,11 +107,11 @@ for n in $(seq "${_nj}"); do
 done
 utils/split_scp.pl "${feats_dir}/feats.scp" "${split_scps[@]}"
 
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086  # ${cmd}: e.g. "run.pl --gpu 1"
 ${cmd} JOB=1:"${_nj}" "${logdir}/decode.JOB.log" \
     ${python} -m captionbin.caption_decode --config "${decode_config}" "${model_opts[@]}" \
         --feats_scp "${logdir}/keys.JOB.scp" --output_dir "${dir}/output.JOB" --ngpu "${ngpu}" \
-        --num_diversity_samples "${num_diversity_samples}" --nbest "${nbest}" ${decode_args}
+        --num_diversity_samples "${num_diversity_samples}" --nbest "${nbest}" ${_decode_opts[@]+"${_decode_opts[@]}"}
 
 for n in $(seq "${_nj}"); do
     cat "${dir}/output.${n}/text"
