@@ -7,6 +7,7 @@ its command line first with :func:`setup_logging` + :func:`get_commandline_args`
 """
 
 import argparse
+import copy
 import dataclasses
 import logging
 import math
@@ -98,7 +99,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
 
     Each field's metadata (see :func:`captionlib.train.options.option`) gives its help
     text, argparse group and choices; its annotation gives the parser (:data:`OPTION_TYPES`:
-    ``bool`` takes true/false, ``Optional[...]`` also takes none, a mapping takes YAML).
+    ``bool`` takes true/false, ``Optional[...]`` also takes none, a mapping takes YAML or
+    ``key=value`` items, see :func:`parse_args`).
 
     Raises:
         TypeError: a field of an annotation without a parser.
@@ -337,12 +339,66 @@ def get_base_parser(description: str) -> configargparse.ArgumentParser:
     return parser
 
 
+_KEY_VALUE = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(.*)", re.DOTALL)
+
+
+def _key_value_updates(parser: argparse.ArgumentParser,
+                       cmd: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str, str, str]]]:
+    """Take the ``--<mapping option> key=value`` items (ESPnet's ``--encoder_conf
+    num_blocks=6``) out of a command line.
+
+    Returns:
+        ``(the other words, [(dest, option, key path, value)])``, in command-line order.
+    """
+    options = {o: a.dest for a in parser._actions if a.type is yaml_dict for o in a.option_strings}
+    rest, updates, i = [], [], 0
+    while i < len(cmd):
+        option, eq, inline = cmd[i].partition("=")
+        if option not in options or not (eq or i + 1 < len(cmd)):
+            rest.append(cmd[i])
+            i += 1
+            continue
+        used = cmd[i:i + 1] if eq else cmd[i:i + 2]
+        m = _KEY_VALUE.fullmatch(inline if eq else used[1])
+        if m:
+            updates.append((options[option], option, m[1], m[2]))
+        else:
+            rest += used
+        i += len(used)
+    return rest, updates
+
+
+def _apply_key_values(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                      updates: Sequence[Tuple[str, str, str, str]]) -> None:
+    """Set each ``key.path=value`` (the value read as YAML) in its mapping option of ``args``
+    (copied: the config's mapping or the default), nested mappings made where missing."""
+    for dest, option, path, value in updates:
+        conf = copy.deepcopy(getattr(args, dest) or {})
+        node, *keys = [conf] + path.split(".")
+        for key in keys[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        try:
+            node[keys[-1]] = yaml.load(value, Loader=UniqueKeyLoader)
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or e  # not ArgumentParser.error: no config file to name
+            argparse.ArgumentParser.error(parser, f"argument {option}: {path}={value}: the value is not YAML: {problem}")
+        setattr(args, dest, conf)
+
+
 def parse_args(
     parser: configargparse.ArgumentParser,
     cmd: Optional[Sequence[str]] = None,
     required: Sequence[str] = (),
 ) -> argparse.Namespace:
     """Parse strictly (unknown keys in the YAML or on the command line are errors).
+
+    A mapping option (``--encoder_conf``) takes a YAML mapping, which replaces the config's,
+    or ``key=value`` items (repeatable; ``key.sub=value`` for a nested key; the value is read
+    as YAML), which update the mapping of the config (or of a ``--encoder_conf '{...}'``, or
+    the default) key by key, as ESPnet's ``NestedDictAction`` does: ``--decoder_conf
+    dropout=0.5`` keeps the config's other decoder keys.
 
     Handles ``--print_config``: prints the resolved options as YAML and exits 0.
     Then checks the ``required`` options (checked here rather than by argparse so that
@@ -353,8 +409,10 @@ def parse_args(
     config_parser = getattr(parser, "_config_file_parser", None)
     if isinstance(config_parser, StrictYAMLConfigFileParser):
         config_parser.null_keys.clear()
-    args = parser.parse_args(cmd)
     given = list(sys.argv[1:] if cmd is None else cmd)
+    words, updates = _key_value_updates(parser, given)
+    args = parser.parse_args(words)
+    _apply_key_values(parser, args, updates)
     for path, key in getattr(config_parser, "null_keys", ()):
         dest = str(key).lstrip("-").replace("-", "_")
         default = parser.get_default(dest)

@@ -156,8 +156,8 @@ Options:
     # XE training related
     --xe_tag    # Suffix of the XE experiment directory (default="${xe_tag}").
     --xe_config # Config for XE training, required (default="${xe_config}").
-    --xe_args   # Extra arguments for caption_train; every --*_args is split as a shell splits words: quote
-                # a value with spaces, e.g. "--encoder_conf '{freeze: true}'" (default="${xe_args}").
+    --xe_args   # Extra arguments for caption_train, e.g. "--decoder_conf dropout=0.5" (one key of the config's
+                # mapping); every --*_args is split as a shell splits words, quotes included (default="${xe_args}").
 
     # RL fine-tuning related
     --rl_algo   # RL algorithm(s), space-separated (default="${rl_algo}").

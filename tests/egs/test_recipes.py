@@ -197,6 +197,9 @@ def test_caption_sh_rejects_bad_usage():
     r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf '{hidden_size: 8, n_layers: 2}'"], cwd=d)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and "decoder_conf (decoder 'gru'): unknown key(s) 'n_layers' of GRUDecoder" in out, out
+    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf dropout=0.5 --decoder_conf n_layers=2"], cwd=d)
+    out = r.stdout + r.stderr  # key=value items update conf/train_xe.yaml's decoder_conf, whose keys are valid
+    assert r.returncode == 2 and "unknown key(s) 'n_layers' of GRUDecoder" in out and "'dropout'" not in out, out
     r = _run(["./run.sh", "--stop_stage", "5", "--rl_args", "--lr '1"], cwd=d)
     assert r.returncode == 2 and "Error: --rl_args --lr '1: unmatched single quote" in r.stdout + r.stderr
     # presets: an unknown name is refused with the list, options the preset sets are refused,

@@ -91,3 +91,29 @@ def test_errors_name_the_config_file_of_their_key(tmp_path, capsys, text, cmd, e
     assert e.value.code == 2 and f"error: {expected.replace('train.yaml', str(conf))}" in err, err
     if cmd and cmd[0] == "--lr":  # the key given on the command line is not blamed on the file
         assert "train.yaml" not in err
+
+
+def test_mapping_options_take_key_value_items_that_update_the_config(tmp_path, capsys):
+    """ESPnet's --encoder_conf num_blocks=6: a key of the config's mapping, the others kept (a
+    mapping on the command line replaces the config's; --*_args of caption.sh split at spaces)."""
+    from captionbin.caption_train import get_parser as train_parser
+
+    conf = tmp_path / "train.yaml"
+    conf.write_text("decoder_conf: {hidden_size: 16, dropout: 0.3}\nencoder_conf: {rnn_units: 8}\nlr: 0.001\n")
+
+    def parse(*cmd):
+        return parse_args(train_parser(), ["--config", str(conf), *cmd])
+
+    args = parse("--decoder_conf", "dropout=0.5", "--decoder_conf=num_layers=2", "--encoder_conf", "transformer.d_model=8",
+                 "--encoder_conf", "transformer.nhead=2", "--lr", "0.01")
+    assert args.decoder_conf == {"hidden_size": 16, "dropout": 0.5, "num_layers": 2} and args.lr == 0.01
+    assert args.encoder_conf == {"rnn_units": 8, "transformer": {"d_model": 8, "nhead": 2}}
+    assert parse("--decoder_conf", "{hidden_size: 4}", "--decoder_conf", "x=[1, 2]").decoder_conf == {
+        "hidden_size": 4, "x": [1, 2]}
+    assert parse().decoder_conf == {"hidden_size": 16, "dropout": 0.3}
+    assert parse("--decoder_conf", "a: 1").decoder_conf == {"a": 1}  # YAML, not key=value
+    with pytest.raises(SystemExit) as e:
+        parse("--decoder_conf", "x=[1")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "error: argument --decoder_conf: x=[1: the value is not YAML: expected ','" in err
+    assert "train.yaml: argument" not in err
