@@ -89,24 +89,46 @@ _OGG_TAIL_BYTES = 65536
 
 
 def _ogg_end_missing(path: str) -> Optional[str]:
-    """Why an Ogg file looks cut short, or ``None``: its last page (found by the ``OggS``
-    capture pattern in the file's last 64 KiB) is incomplete or lacks the end-of-stream flag
-    (header type bit 0x04), which a finished encoder sets (RFC 3533, section 6). libsndfile
-    then reports only the samples present, so the length alone cannot tell.
+    """Why an Ogg file looks cut short, or ``None``.
+
+    The last page is the ``OggS`` capture pattern (version 0) in the file's last 64 KiB
+    whose page (27-byte header, segment table, segments) ends exactly at the end of the file;
+    the pattern inside a page's data, which can occur by chance, gives no such page. Without
+    one the last page is cut short; with one, it must carry the end-of-stream flag (header
+    type bit 0x04), which a finished encoder sets (RFC 3533, section 6). libsndfile reads a
+    cut file's complete pages without complaint, so the length alone cannot tell.
     """
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
         f.seek(max(size - _OGG_TAIL_BYTES, 0))
         tail = f.read()
     start = tail.rfind(b"OggS")
-    page = tail[start:]
-    if start < 0 or len(page) < 27 or len(page) < 27 + page[26]:
-        return "its last Ogg page is cut short"
-    if len(page) < 27 + page[26] + sum(page[27:27 + page[26]]):
-        return "its last Ogg page is cut short"
-    if not page[5] & 0x04:
-        return "its last Ogg page lacks the end-of-stream flag"
-    return None
+    while start >= 0:
+        page = tail[start:]
+        if len(page) >= 27 and page[4] == 0 and len(page) >= 27 + page[26]:
+            if 27 + page[26] + sum(page[27:27 + page[26]]) == len(page):
+                return None if page[5] & 0x04 else "its last Ogg page lacks the end-of-stream flag"
+        start = tail.rfind(b"OggS", 0, start)
+    return "its last Ogg page is cut short"
+
+
+#: MPEG audio frames an MP3's decoded length may fall short of its Xing/Info/VBRI header's
+#: count (2 frames of 1152 samples: encoder padding) before it counts as truncated.
+_MP3_SLACK_SAMPLES = 2304
+
+
+def _mp3_counts_frames(path: str) -> bool:
+    """Whether an MP3 carries a frame count (a Xing, Info or VBRI tag in its first frame,
+    after any ID3v2 tag): only then is libsndfile's length the encoder's, not a guess from
+    the bitrate of the first frame, which a VBR file without the tag does not keep."""
+    with open(path, "rb") as f:
+        head = f.read(10)
+        skip = 0
+        if head[:3] == b"ID3" and len(head) == 10:  # ID3v2: 4 syncsafe size bytes + header (+ footer)
+            skip = 10 + (head[6] << 21 | head[7] << 14 | head[8] << 7 | head[9]) + (10 if head[5] & 0x10 else 0)
+        f.seek(skip)
+        first = f.read(4096)
+    return any(tag in first for tag in (b"Xing", b"Info", b"VBRI"))
 
 
 def check_truncation(path: str, info, strict: bool = False) -> None:
@@ -118,8 +140,8 @@ def check_truncation(path: str, info, strict: bool = False) -> None:
     - an Ogg file (Vorbis, Opus, FLAC in Ogg) whose last page is incomplete or lacks the
       end-of-stream flag (RFC 3533).
 
-    An MP3 whose Xing/Info header counts more samples than it decodes is found by
-    :func:`load_audio` after decoding.
+    An MP3 whose Xing/Info/VBRI tag counts more samples than it decodes is found by
+    :func:`load_audio` after decoding (:func:`audio_info` reports the tag's count).
 
     Raises:
         ValueError: with ``strict``, naming the file and what is missing.
@@ -148,7 +170,8 @@ def audio_info(path: PathLike, strict: bool = False) -> AudioInfo:
             :func:`check_truncation`.
 
     Returns:
-        :class:`AudioInfo` (of the samples present).
+        :class:`AudioInfo`: of the samples present, except for an MP3 cut short after its
+        Xing/Info tag: the tag's count (:func:`load_audio` finds it when decoding).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -208,7 +231,10 @@ def load_audio(path: PathLike, fs: Optional[int] = None, strict: bool = False) -
                 data, sr = f.read(dtype="float32", always_2d=True), f.samplerate
             except Exception as e:
                 raise ValueError(f"{path}: cannot read audio: {e}") from None
-            if 0 < data.shape[0] < f.frames:  # e.g. an MP3 whose Xing header counts the whole file
+            short = 0 < data.shape[0] < f.frames  # e.g. an MP3 whose Xing tag counts the whole file
+            if f.format == "MP3":
+                short = short and data.shape[0] < f.frames - _MP3_SLACK_SAMPLES and _mp3_counts_frames(path)
+            if short:
                 _report_truncation(f"{path}: truncated? its header declares {f.frames} samples, "
                                    f"{data.shape[0]} decode; only the {data.shape[0] / sr:.3f} s present "
                                    "are used", strict)

@@ -4,8 +4,8 @@ A clip of an evaluation set that the models were trained on makes its scores a m
 memory, not of captioning. Three ways a clip can be in both sets are found:
 
 - the same clip id (a set named twice, or a preparer that gives one file one id);
-- the same media file (the path in ``wav.scp``/``image.scp``/``video.scp``, symlinks
-  resolved) under another id, e.g. one file listed in two splits' CSVs;
+- the same media file (the path in ``wav.scp``/``image.scp``/``video.scp``; symlinks and hard
+  links of one file are one) under another id, e.g. one file listed in two splits' CSVs;
 - the same bytes in another file (a copy). Files are compared by size first, then by the
   SHA-256 of their first 64 KiB, and only files equal in both are read whole: a corpus of
   distinct files is read only where sizes collide (fixed-length WAVs: their first 64 KiB).
@@ -17,7 +17,7 @@ features, not bytes.
 import hashlib
 import os
 from collections import defaultdict
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from captionlib.io.datadir import PathLike, read_scp, read_spk2utt
 
@@ -72,8 +72,8 @@ def _regroup(groups, key_of) -> Dict[tuple, Tuple[list, list]]:
 
 
 def same_content(train: Mapping[str, str], other: Mapping[str, str]) -> List[Tuple[str, str]]:
-    """Clips of ``other`` whose media file has the same bytes as a file of ``train`` at another
-    path (paths as given: pass real paths to leave symlinks out).
+    """Clips of ``other`` whose media file has the same bytes as another file of ``train`` (not
+    the same file through a symlink or hard link: that is :func:`find_overlap`'s ``file``).
 
     Args:
         train, other: ``{clip id: media path}``.
@@ -85,7 +85,25 @@ def same_content(train: Mapping[str, str], other: Mapping[str, str]) -> List[Tup
     groups = {(): ([(c, p) for c, p in train.items()], [(c, p) for c, p in other.items()])}
     for key_of in (os.path.getsize, lambda p: _digest(p, _HEAD_BYTES), lambda p: _digest(p, None)):
         groups = _regroup(groups, key_of)
-    return sorted({(o, t) for a, b in groups.values() for o, op in b for t, tp in a if op != tp})
+    return sorted({(o, t) for a, b in groups.values() for o, op in b for t, tp in a if not _same_file(op, tp)})
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (a symlink or a hard link of it included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _file_id(path: str):
+    """The identity of a file: ``(device, inode)``, so that symlinks and hard links of one file
+    are one; the real path where it cannot be read (stage 2 names it)."""
+    try:
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+    except OSError:
+        return os.path.realpath(path)
 
 
 def find_overlap(train_dir: PathLike, other_dir: PathLike,
@@ -99,7 +117,7 @@ def find_overlap(train_dir: PathLike, other_dir: PathLike,
 
     Returns:
         ``{"id": [(clip, clip)], "file": [(other clip, train clip)], "content": [...]}``: the
-        pairs with the same clip id, with the same media file (real path) under another id,
+        pairs with the same clip id, with the same media file (device and inode) under another id,
         and with the same bytes in another file; each sorted, empty when none.
 
     Raises:
@@ -111,11 +129,11 @@ def find_overlap(train_dir: PathLike, other_dir: PathLike,
     media = [media_list(d) for d in (train_dir, other_dir)]
     if media[0] is None or media[1] is None:
         return out
-    train, other = ({c: os.path.realpath(p) for c, p in m.items()} for m in media)
-    by_path: Dict[str, List[str]] = defaultdict(list)
+    train, other = media
+    by_file: Dict[Any, List[str]] = defaultdict(list)
     for clip, path in train.items():
-        by_path[path].append(clip)
-    out["file"] = sorted((o, t) for o, p in other.items() for t in by_path.get(p, []) if t != o)
+        by_file[_file_id(path)].append(clip)
+    out["file"] = sorted((o, t) for o, p in other.items() for t in by_file.get(_file_id(p), []) if t != o)
     if content:
         out["content"] = same_content(train, other)
     return out

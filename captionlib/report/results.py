@@ -453,8 +453,11 @@ def collect_significance(
         sig.seeds.append(run_seed)
         sig.results.append(paired_bootstrap_files(xe_file, rl_file, metric=metric, num_resamples=num_resamples,
                                                   seed=seed))
+    seeded = {key[0] for key in groups if not key[1]}
     out = []
-    for sig in groups.values():
+    for (name, unseeded, _, _), sig in groups.items():
+        if unseeded and name in seeded:  # as the table names it (group_seeds)
+            sig.model, sig.baseline = sig.model + NO_SEED, sig.baseline + NO_SEED
         if not sig.results:  # no run of the group has per-clip scores (older runs): left out
             continue
         order = sorted(range(len(sig.seeds)), key=lambda i: sig.seeds[i] or 0)

@@ -216,8 +216,8 @@ def _labels(opts: TaggingOptions, train: AudioRefsDataset, valid: AudioRefsDatas
 def check_tagging_options(opts: TaggingOptions) -> None:
     """Check tagging options before anything is loaded (``caption_pretrain_tagging`` runs it at
     parse time): :func:`~captionlib.utils.cli.check_options`, an encoder with a tagging head
-    (:data:`TAGGING_HEADS`) and the keys of ``encoder_conf`` (``classes_num`` is set from the
-    labels).
+    (:data:`TAGGING_HEADS`) and the keys of ``encoder_conf`` (not ``classes_num``: it is set from
+    the labels).
 
     Raises:
         ValueError: one line naming the option or key.
@@ -225,6 +225,9 @@ def check_tagging_options(opts: TaggingOptions) -> None:
     check_options(opts)
     if opts.encoder not in TAGGING_HEADS:
         raise ValueError(f"encoder {opts.encoder!r} cannot be pretrained here; choose from {sorted(TAGGING_HEADS)}")
+    if "classes_num" in (opts.encoder_conf or {}):
+        raise ValueError("encoder_conf.classes_num is set from the labels (the classes of the train clips); "
+                         "leave it out")
     check_keys(ENCODERS[opts.encoder], f"encoder_conf (encoder {opts.encoder!r})", 1, dict(opts.encoder_conf or {}))
 
 

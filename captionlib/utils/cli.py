@@ -222,6 +222,14 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+# YAML 1.2's floats: PyYAML (YAML 1.1) reads 1e-4 and 1E5 (no dot) as strings, which a float
+# option converts but a mapping's value (encoder_conf: {dropout: 1e-1}) kept as a string
+UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
 class StrictYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
     """configargparse's YAML config parser with :class:`UniqueKeyLoader`, which keeps what its
     base class lost: a mapping (``encoder_conf:``) is passed on as YAML instead of Python's
@@ -396,9 +404,10 @@ def parse_args(
 
     A mapping option (``--encoder_conf``) takes a YAML mapping, which replaces the config's,
     or ``key=value`` items (repeatable; ``key.sub=value`` for a nested key; the value is read
-    as YAML), which update the mapping of the config (or of a ``--encoder_conf '{...}'``, or
-    the default) key by key, as ESPnet's ``NestedDictAction`` does: ``--decoder_conf
-    dropout=0.5`` keeps the config's other decoder keys.
+    as YAML, with 1e-4 a float: ``no`` is False, ``0x10`` 16), which update the mapping of the
+    config (or of a ``--encoder_conf '{...}'``, or the default) key by key, as ESPnet's
+    ``NestedDictAction`` does: ``--decoder_conf dropout=0.5`` keeps the config's other decoder
+    keys. Unlike ESPnet's, the items apply after any mapping given, whatever their order.
 
     Handles ``--print_config``: prints the resolved options as YAML and exits 0.
     Then checks the ``required`` options (checked here rather than by argparse so that

@@ -241,9 +241,15 @@ for _opt in local_data_opts word2vec_args tagging_args xe_args rl_args decode_ar
         log "Error: --${_opt} ${!_opt}: ${_err%%;*}"; exit 2
     fi
 done
-# words_of <options string> <array name>: the words of the string, as above, into the array
-words_of() { mapfile -d '' -t "$2" < <(xargs -r printf '%s\0' <<< "$1"); }
-words_of "${local_data_opts}" _local_opts
+# words_of <options string>: the words of the string, as above, into the array _words (bash 4.2:
+# no mapfile -d)
+words_of() {
+    local _w
+    _words=()
+    while IFS= read -r -d '' _w; do _words+=("${_w}"); done < <(xargs -r printf '%s\0' <<< "$1")
+}
+words_of "${local_data_opts}"
+_local_opts=(${_words[@]+"${_words[@]}"})
 case "${feats_filetype}" in ark|hdf5) ;; *) log "Error: --feats_filetype must be ark or hdf5, got '${feats_filetype}'"; exit 2;; esac
 case "${token_type}" in word|bpe) ;; *) log "Error: --token_type must be word or bpe, got '${token_type}'"; exit 2;; esac
 for _opt in word2vec corpus_prior gpu_inference; do
@@ -376,12 +382,12 @@ xe_train_opts() {
         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --token_list "${token_list}"
         --feats_stats "${feats_stats}" --output_dir "$(xe_exp_of "$1")" --ngpu "${ngpu}")
     if "${word2vec}"; then _xe_opts+=(--init_embedding "${word2vec_file}"); fi
-    words_of "${xe_args}" _words
+    words_of "${xe_args}"
     # shellcheck disable=SC2207  # --seed N
     _xe_opts+=(${_words[@]+"${_words[@]}"} $(seed_opts "$1"))
 }
 rl_train_opts() {
-    words_of "${rl_args}" _words
+    words_of "${rl_args}"
     # shellcheck disable=SC2207  # --seed N
     _rl_opts=(--rl_algo "$2" --config "$(rl_config_of "$2")" --init_param "$(rl_init_of "$1")"
         --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}"
@@ -391,7 +397,7 @@ rl_train_opts() {
 # tagging_train_opts: the options of caption_pretrain_tagging (stage 5, --tagging_config) in _tag_opts
 tagging_train_opts() {
     _tag_exp=${expdir}/$(basename "${tagging_config}" .yaml)
-    words_of "${tagging_args}" _words
+    words_of "${tagging_args}"
     _tag_opts=(--config "${tagging_config}" --train_data_dir "${dumpdir}/${feats_tag}/${train_set}"
         --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}" --output_dir "${_tag_exp}" --ngpu "${ngpu}"
         ${_words[@]+"${_words[@]}"})
@@ -631,7 +637,7 @@ if ! "${skip_data_prep}"; then
             --min_count "${min_count}" --nbpe "${nbpe}" --output_dir "$(dirname "${token_list}")"
         if "${word2vec}"; then
             log "Stage 3: Word2Vec on data/${train_set}/text aligned with ${token_list}: ${word2vec_file}"
-            words_of "${word2vec_args}" _words
+            words_of "${word2vec_args}"
             ${python} -m captionbin.caption_train_word2vec --text "data/${train_set}/text" \
                 --token_list "${token_list}" --output "${word2vec_file}" ${_words[@]+"${_words[@]}"}
         fi

@@ -17,6 +17,8 @@ audiocaps_root=${AUDIOCAPS}   # Directory with train.csv, val.csv, test.csv; --a
 audio_dir=                    # Audio folder; empty: <audiocaps_root>/audio. --audio_dir DIR overrides it.
 max_missing_fraction=0.1      # Fail if more of a split's clips have no audio file. --max_missing_fraction F.
 skip_bad=false                # true: skip malformed CSV rows and unreadable audio with a warning. --skip_bad true.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -27,8 +29,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-opts="--audiocaps_root $(printf %q "${audiocaps_root}") --max_missing_fraction ${max_missing_fraction} --skip_bad ${skip_bad}"
-[ -z "${audio_dir}" ] || opts+=" --audio_dir $(printf %q "${audio_dir}")"
+opts="--audiocaps_root $(q "${audiocaps_root}") --max_missing_fraction ${max_missing_fraction} --skip_bad ${skip_bad}"
+[ -z "${audio_dir}" ] || opts+=" --audio_dir $(q "${audio_dir}")"
 
 exec ./caption.sh \
     --local_data_opts "${opts}" \

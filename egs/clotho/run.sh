@@ -13,6 +13,8 @@ set -euo pipefail
 # shellcheck disable=SC1091
 . ./db.sh
 clotho_root=${CLOTHO}  # Clotho root (official layout); --clotho_root DIR overrides it.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -23,7 +25,7 @@ done
 
 exec ./caption.sh \
     --stage 0 \
-    --local_data_opts "--clotho_root $(printf %q "${clotho_root}")" \
+    --local_data_opts "--clotho_root $(q "${clotho_root}")" \
     --train_sets "development" --valid_set validation --test_sets "evaluation" \
     --feats_config conf/feats_logmel.yaml \
     --xe_config conf/train_xe.yaml \

@@ -9,6 +9,8 @@
 set -euo pipefail
 
 clotho_root=clotho_fixture  # Clotho-layout root; --clotho_root DIR overrides it.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -18,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 
 exec ./caption.sh \
-    --local_data_opts "--clotho_root $(printf %q "${clotho_root}")" \
+    --local_data_opts "--clotho_root $(q "${clotho_root}")" \
     --train_sets "development validation" --valid_set evaluation --test_sets "validation evaluation" \
     --nj 2 --inference_nj 2 \
     --feats_config conf/feats_logmel.yaml \

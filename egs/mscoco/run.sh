@@ -17,6 +17,8 @@ set -euo pipefail
 . ./db.sh
 coco_root=${COCO}  # Directory with dataset_coco.json (+ features or images); --coco_root DIR overrides it.
 image_root=        # Directory with train2014/ val2014/ (needed by --feats_type cnn); --image_root DIR.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -25,8 +27,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--coco_root $(printf %q "${coco_root}")"
-[ -z "${image_root}" ] || data_opts+=" --image_root $(printf %q "${image_root}")"
+data_opts="--coco_root $(q "${coco_root}")"
+[ -z "${image_root}" ] || data_opts+=" --image_root $(q "${image_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

@@ -15,6 +15,8 @@ set -euo pipefail
 . ./db.sh
 msvd_root=${MSVD}  # Directory with the annotation files; --msvd_root DIR overrides it.
 video_root=      # Directory with the videos (needed by --feats_type cnn); --video_root DIR.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -23,8 +25,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--msvd_root $(printf %q "${msvd_root}")"
-[ -z "${video_root}" ] || data_opts+=" --video_root $(printf %q "${video_root}")"
+data_opts="--msvd_root $(q "${msvd_root}")"
+[ -z "${video_root}" ] || data_opts+=" --video_root $(q "${video_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

@@ -12,6 +12,8 @@ set -euo pipefail
 . ./db.sh
 tgif_root=${TGIF}  # TGIF-Release's data/ (tgif-v1.0.tsv, splits/); --tgif_root DIR overrides it.
 gif_root=          # The downloaded GIFs (empty: <tgif_root>/gifs); --gif_root DIR.
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -20,8 +22,8 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-data_opts="--tgif_root $(printf %q "${tgif_root}")"
-[ -z "${gif_root}" ] || data_opts+=" --gif_root $(printf %q "${gif_root}")"
+data_opts="--tgif_root $(q "${tgif_root}")"
+[ -z "${gif_root}" ] || data_opts+=" --gif_root $(q "${gif_root}")"
 
 exec ./caption.sh \
     --local_data_opts "${data_opts}" \

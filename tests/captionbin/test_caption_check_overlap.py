@@ -27,22 +27,24 @@ def dirs(tmp_path):
     dev = sorted((SUBSET / "validation").glob("*.wav"))[:6]
     ev = sorted((SUBSET / "evaluation").glob("*.wav"))[:4]
     copy = shutil.copy(dev[1], tmp_path / "copied.wav")  # the same bytes at another path
-    link = tmp_path / "link.wav"
+    link, hard = tmp_path / "link.wav", tmp_path / "hard.wav"
     os.symlink(dev[2], link)  # the same file through a symlink
-    train = _data_dir(tmp_path / "train", {f"dev-{i}": str(p) for i, p in enumerate(dev)})
+    shutil.copy(dev[3], tmp_path / "own.wav")
+    os.link(tmp_path / "own.wav", hard)  # and through a hard link
+    train = _data_dir(tmp_path / "train", {**{f"dev-{i}": str(p) for i, p in enumerate(dev) if i != 3},
+                                           "dev-3": str(tmp_path / "own.wav")})
     test = _data_dir(tmp_path / "test", {**{f"ev-{i}": str(p) for i, p in enumerate(ev)},
-                                         "ev-copy": copy, "ev-link": str(link), "dev-0": str(dev[0])})
+                                         "ev-copy": copy, "ev-link": str(link), "ev-hard": str(hard),
+                                         "dev-0": str(dev[0])})
     return train, test
 
 
 def test_clips_in_both_sets_by_id_file_and_bytes(dirs):
     train, test = dirs
-    assert find_overlap(train, test) == {"id": [("dev-0", "dev-0")], "file": [("ev-link", "dev-2")],
+    assert find_overlap(train, test) == {"id": [("dev-0", "dev-0")], "file": [("ev-hard", "dev-3"), ("ev-link", "dev-2")],
                                          "content": [("ev-copy", "dev-1")]}
     assert find_overlap(train, test, content=False)["content"] == []
     assert find_overlap(test, test)["file"] == []  # the same clip's own file is the id's finding
-    # distinct recordings of equal size are read, not reported
-    assert same_content({"a": str(dirs[0] / "wav.scp")}, {}) == []
 
 
 def test_binary_warns_naming_counts_and_examples_and_fails_when_strict(dirs, capfd):
@@ -50,11 +52,11 @@ def test_binary_warns_naming_counts_and_examples_and_fails_when_strict(dirs, cap
     main(["--train_dir", str(train), "--eval_dirs", str(test)])
     lines = [line.split(" WARNING: ")[1] for line in capfd.readouterr().err.splitlines() if " WARNING: " in line]
     assert lines == [
-        f"1 of the 7 clips of {test} are clips of {train} with the same clip id (e.g. dev-0): their scores "
+        f"1 of the 8 clips of {test} are clips of {train} with the same clip id (e.g. dev-0): their scores "
         "are of data the models were trained on",
-        f"1 of the 7 clips of {test} are clips of {train} with the same media file under another id (e.g. "
-        "ev-link = dev-2): their scores are of data the models were trained on",
-        f"1 of the 7 clips of {test} are clips of {train} with the same bytes in another file (e.g. ev-copy = "
+        f"2 of the 8 clips of {test} are clips of {train} with the same media file under another id (e.g. "
+        "ev-hard = dev-3): their scores are of data the models were trained on",
+        f"1 of the 8 clips of {test} are clips of {train} with the same bytes in another file (e.g. ev-copy = "
         "dev-1): their scores are of data the models were trained on"]
     with pytest.raises(SystemExit) as e:
         main(["--train_dir", str(train), "--eval_dirs", str(test), "--strict", "true"])

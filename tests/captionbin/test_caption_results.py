@@ -11,6 +11,7 @@ from captionbin.caption_results import get_parser, main
 from captionlib.report.results import (
     METRIC_KEYS,
     collect_scores,
+    collect_significance,
     format_results,
     group_seeds,
     model_algorithm,
@@ -301,6 +302,20 @@ def test_a_run_without_seed_beside_its_seed_group_is_named_apart(tmp_path):
     table = _table(text)
     assert table[("xe_a", "s")]["seeds"] == "2" and table[("xe_a", "s")]["BLEU-1"] == "0.100 ± 0.000"
     assert table[("xe_a (no seed)", "s")]["BLEU-1"] == "0.512"
+
+
+def test_significance_names_a_run_without_seed_apart_too(tmp_path):
+    exp = tmp_path / "exp"
+    _run_tree(exp, seeds=(0, 1))
+    shutil.copytree(exp / f"{XE}_seed0", exp / XE)  # the same models, trained once without --seeds
+    for d in (exp / XE).glob("*_seed0"):
+        d.rename(d.with_name(d.name[:-len("_seed0")]))
+    text = format_results(collect_scores(exp), significance=collect_significance(collect_scores(exp)))
+    lines = [line for line in text.splitlines() if line.startswith(f"- `{XE}/scst_train_scst_small")]
+    assert len(lines) == 4  # 2 test sets x (seeded, unseeded)
+    assert sum(line.startswith(f"- `{XE}/scst_train_scst_small (no seed)` vs `{XE} (no seed)`, {TAG}")
+               for line in lines) == 2, lines
+    assert sum(line.startswith(f"- `{XE}/scst_train_scst_small` vs `{XE}`, {TAG}") for line in lines) == 2, lines
 
 
 def test_skipped_in_one_seed_is_skipped(tmp_path):

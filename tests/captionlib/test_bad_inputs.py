@@ -137,6 +137,37 @@ def test_truncated_ogg_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, 
         load_audio(ogg, strict=True)
 
 
+def _ogg_crc(page: bytes) -> int:
+    """The CRC-32 of an Ogg page (polynomial 0x04C11DB7, not reflected; RFC 3533 section 6)."""
+    crc = 0
+    for byte in page:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) & 0xFFFFFFFF if crc & 0x80000000 else (crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+def test_oggs_inside_the_last_page_is_not_a_page(tmp_path, caplog):
+    """The capture pattern can occur by chance in a page's data; the last page is the one that
+    ends at the end of the file."""
+    import soundfile as sf
+
+    from captionlib.audio.io import load_audio
+
+    wave = np.random.default_rng(0).uniform(-0.5, 0.5, 5 * 16000).astype(np.float32)
+    ogg = tmp_path / "whole.ogg"
+    sf.write(str(ogg), wave, 16000, format="OGG", subtype="VORBIS")
+    data = bytearray(ogg.read_bytes())
+    last = data.rfind(b"OggS")
+    data[-10:-6] = b"OggS"
+    data[last + 22:last + 26] = bytes(4)
+    data[last + 22:last + 26] = _ogg_crc(bytes(data[last:])).to_bytes(4, "little")
+    ogg.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        assert len(load_audio(ogg, strict=True)[0]) == 5 * 16000
+    assert not caplog.records
+
+
 def test_truncated_mp3_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, caplog):
     import soundfile as sf
 
@@ -152,6 +183,33 @@ def test_truncated_mp3_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, 
     assert any(r.getMessage().startswith(f"{mp3}: truncated? its header declares 80000 samples,") for r in caplog.records)
     with pytest.raises(ValueError, match=r"cut.mp3: truncated\? its header declares 80000 samples, \d+ decode"):
         load_audio(mp3, strict=True)
+
+
+def test_a_vbr_mp3_without_a_xing_tag_is_not_truncated(tmp_path, caplog):
+    """Without the tag libsndfile guesses the length from the first frame's bitrate: a whole
+    VBR file then decodes fewer samples than that guess."""
+    import soundfile as sf
+
+    from captionlib.audio.io import load_audio
+
+    rng = np.random.default_rng(0)
+    wave = np.concatenate([np.zeros(3 * 16000), rng.uniform(-0.5, 0.5, 3 * 16000)]).astype(np.float32)
+    mp3 = tmp_path / "vbr.mp3"
+    sf.write(str(mp3), wave, 16000, format="MP3", subtype="MPEG_LAYER_III")
+    data = mp3.read_bytes()
+    start = 10 + (data[6] << 21 | data[7] << 14 | data[8] << 7 | data[9]) if data[:3] == b"ID3" else 0
+    # the first frame's length from its header (MPEG-2 layer III at 16 kHz: 72 * bitrate / rate + padding)
+    header = data[start:start + 4]
+    assert (header[1] >> 3) & 3 == 2 and (header[2] >> 2) & 3 == 2  # MPEG-2, 16 kHz
+    kbps = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160][header[2] >> 4]
+    length = 72 * kbps * 1000 // 16000 + ((header[2] >> 1) & 1)
+    assert b"Xing" in data[start:start + length] or b"Info" in data[start:start + length]
+    mp3.write_bytes(data[:start] + data[start + length:])  # the tag frame removed
+    with sf.SoundFile(str(mp3)) as f:
+        guessed = f.frames
+    with caplog.at_level("WARNING"):
+        decoded = len(load_audio(mp3, strict=True)[0])
+    assert decoded < guessed - 2304 and not caplog.records
 
 
 def test_training_data_of_the_wrong_dimension_names_the_clip(tmp_path):

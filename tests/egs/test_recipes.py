@@ -278,7 +278,7 @@ def test_a_corpus_path_with_spaces_reaches_the_data_prep_whole(tmp_path):
     for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
-    root = tmp_path / "my corpora" / "clotho's fixture"
+    root = tmp_path / "my corpora" / "clotho's fixture é"
     shutil.copytree(d / "clotho_fixture", root)
     r = _run(["./run.sh", "--stop_stage", "1", "--clotho_root", str(root)], cwd=d, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

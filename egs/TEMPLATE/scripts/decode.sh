@@ -65,8 +65,12 @@ case "${ngpu}" in 0|1) ;; *) log "Error: --ngpu must be 0 or 1, got '${ngpu}'"; 
 [[ "${nj}" =~ ^[0-9]+$ ]] && [ "${nj}" -ge 1 ] || { log "Error: --nj (a number of jobs) must be an integer >= 1, got '${nj}'"; exit 2; }
 [ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
 # --decode_args is split as a shell splits words (quotes and backslashes), by xargs: nothing in it is run
-xargs printf '%.0s' <<< "${decode_args}" 2>/dev/null || { log "Error: --decode_args ${decode_args}: an unmatched quote"; exit 2; }
-mapfile -d '' -t _decode_opts < <(xargs -r printf '%s\0' <<< "${decode_args}")
+if ! _err=$(xargs printf '%.0s' <<< "${decode_args}" 2>&1); then
+    _err=${_err#xargs: }
+    log "Error: --decode_args ${decode_args}: ${_err%%;*}"; exit 2
+fi
+_decode_opts=()
+while IFS= read -r -d '' _w; do _decode_opts+=("${_w}"); done < <(xargs -r printf '%s\0' <<< "${decode_args}")
 for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
 done

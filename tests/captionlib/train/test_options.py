@@ -165,7 +165,10 @@ def test_tagging_checks_its_encoder_conf_before_anything_is_loaded(tmp_path, cap
         main(cmd + ["--encoder_conf", "{drop_out: 0.2}"])
     assert e.value.code == 2 and "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out' of Cnn10" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        main(cmd + ["--encoder_conf", "{classes_num: 3}", "--check_only", "true"])
+        main(cmd + ["--encoder_conf", "{classes_num: 3}"])
+    assert e.value.code == 2 and "encoder_conf.classes_num is set from the labels" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(cmd + ["--encoder_conf", "dropout=0.1", "--check_only", "true"])
     assert e.value.code == 0 and not (tmp_path / "exp").exists()
 
 

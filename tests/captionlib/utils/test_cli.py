@@ -111,6 +111,9 @@ def test_mapping_options_take_key_value_items_that_update_the_config(tmp_path, c
     assert parse("--decoder_conf", "{hidden_size: 4}", "--decoder_conf", "x=[1, 2]").decoder_conf == {
         "hidden_size": 4, "x": [1, 2]}
     assert parse().decoder_conf == {"hidden_size": 16, "dropout": 0.3}
+    assert parse("--decoder_conf", "dropout=1e-1").decoder_conf["dropout"] == 0.1  # a float, not '1e-1'
+    conf.write_text("decoder_conf: {dropout: 1E-1}\n")
+    assert parse().decoder_conf == {"dropout": 0.1}
     assert parse("--decoder_conf", "a: 1").decoder_conf == {"a": 1}  # YAML, not key=value
     with pytest.raises(SystemExit) as e:
         parse("--decoder_conf", "x=[1")
