@@ -313,7 +313,9 @@ if [ "${nproc_per_node}" -gt 1 ] || [ "${num_nodes}" -gt 1 ]; then
 fi
 
 # Derived names (deterministic: from config names and overrides, never timestamps)
-sanitize() { echo "$1" | sed -e 's/--/_/g' -e 's/[^A-Za-z0-9_.,+-]//g'; }
+# sanitize <options>: a name part (a key=value item keeps its '=' as '-': --decoder_conf dropout=0.5 and
+# --decoder_conf '{dropout: 0.5}' set different configs)
+sanitize() { echo "$1" | sed -e 's/\(^\|[[:space:]]\)\([A-Za-z_][A-Za-z0-9_.]*\)=/\1\2-/g' -e 's/--/_/g' -e 's/[^A-Za-z0-9_.,+-]//g'; }
 read -r -a _train_sets <<< "${train_sets}"
 if [ ${#_train_sets[@]} -gt 1 ]; then
     train_set=train_$(IFS=_; echo "${_train_sets[*]}")

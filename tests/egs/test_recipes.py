@@ -132,7 +132,7 @@ def test_run_sh_help(recipe):
 
 
 @needs_utils
-def test_caption_sh_rejects_bad_usage():
+def test_caption_sh_rejects_bad_usage(tmp_path):
     d = EGS / "mini_clotho"
     r = _run(["./caption.sh", "positional"], cwd=d)
     assert r.returncode != 0 and "No positional arguments" in r.stdout + r.stderr
@@ -200,6 +200,14 @@ def test_caption_sh_rejects_bad_usage():
     r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf dropout=0.5 --decoder_conf n_layers=2"], cwd=d)
     out = r.stdout + r.stderr  # key=value items update conf/train_xe.yaml's decoder_conf, whose keys are valid
     assert r.returncode == 2 and "unknown key(s) 'n_layers' of GRUDecoder" in out and "'dropout'" not in out, out
+    # the derived dir names of the two forms differ: they set different configs
+    names = []
+    for xe_args in ("--decoder_conf dropout=0.5", "--decoder_conf '{dropout: 0.5}'", "--lr=0.1"):
+        r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--word2vec", "false", "--seeds", "", "--expdir",
+                  str(tmp_path / "tags"), "--dumpdir", str(tmp_path / "nodump"), "--xe_args", xe_args], cwd=d)
+        names += re.findall(r"Stage 5: XE training: \S+/(xe_\S+) ", r.stdout + r.stderr)
+    assert names == ["xe_train_xe_logmel_word_decoder_confdropout-0.5", "xe_train_xe_logmel_word_decoder_confdropout0.5",
+                     "xe_train_xe_logmel_word_lr0.1"], names
     r = _run(["./run.sh", "--stop_stage", "5", "--rl_args", "--lr '1"], cwd=d)
     assert r.returncode == 2 and "Error: --rl_args --lr '1: unmatched single quote" in r.stdout + r.stderr
     # presets: an unknown name is refused with the list, options the preset sets are refused,
