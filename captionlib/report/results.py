@@ -490,8 +490,9 @@ def collect_comparisons(
 ) -> List[SignificanceRow]:
     """Paired bootstraps of chosen models against chosen baselines (e.g. a pretrained encoder
     against the same model trained from scratch), seed by seed: for each ``(baseline, model)``
-    pair of seed-group names, every run of ``model`` and the run of ``baseline`` with the same
-    seed, decode tag and test set, both with a ``per_clip.json`` holding ``metric``, as
+    pair of seed-group names (a ``<name> (no seed)`` of the table: only its run without a seed
+    token), every run of ``model`` and the run of ``baseline`` with the same seed, decode tag
+    and test set, both with a ``per_clip.json`` holding ``metric``, as
     :func:`collect_significance` compares RL with XE (a = baseline, b = model). A pair that
     matches no run is logged and left out (its models are not trained yet).
 
@@ -503,14 +504,20 @@ def collect_comparisons(
         group, run_seed = seed_group(r.model)
         runs[(group, run_seed, r.decode_tag, r.test_set)] = r
     out = []
-    for base, other in pairs:
+    for base_name, other_name in pairs:
+        # a "<name> (no seed)" of the table: the run of that name without a seed token
+        unseeded = base_name.endswith(NO_SEED) or other_name.endswith(NO_SEED)
+        base, other = (n[:-len(NO_SEED)] if n.endswith(NO_SEED) else n for n in (base_name, other_name))
+        # a plain name beside seeded runs of it is their seed group, as in the table
+        seeded = any(key[0] == other and key[1] is not None for key in runs)
         groups: Dict[tuple, SignificanceRow] = {}
         for (group, run_seed, tag, test_set), r in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][1] or 0)):
             b = runs.get((base, run_seed, tag, test_set))
-            if group != other or b is None or None in (r.score_json, b.score_json):
+            if (group != other or b is None or None in (r.score_json, b.score_json)
+                    or (run_seed is not None if unseeded else run_seed is None and seeded)):
                 continue
             files = [x.score_json.with_name("per_clip.json") for x in (b, r)]
-            sig = groups.setdefault((tag, test_set), SignificanceRow(other, base, tag, test_set, [], [],
+            sig = groups.setdefault((tag, test_set), SignificanceRow(other_name, base_name, tag, test_set, [], [],
                                                                     bootstrap_seed=seed))
             lacking = _lacking_per_clip(files, metric, run_seed)
             if lacking:
@@ -521,7 +528,7 @@ def collect_comparisons(
         compared = [g for g in groups.values() if g.results]
         if not compared:
             logging.warning("--compare %s=%s: no run of the two with the same seed, decode and set (with per-clip "
-                            "scores); left out", base, other)
+                            "scores); left out", base_name, other_name)
         out += compared
     return out
 

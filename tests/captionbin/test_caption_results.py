@@ -10,6 +10,7 @@ import yaml
 from captionbin.caption_results import get_parser, main
 from captionlib.report.results import (
     METRIC_KEYS,
+    collect_comparisons,
     collect_scores,
     collect_significance,
     format_results,
@@ -316,6 +317,13 @@ def test_significance_names_a_run_without_seed_apart_too(tmp_path):
     assert sum(line.startswith(f"- `{XE}/scst_train_scst_small (no seed)` vs `{XE} (no seed)`, {TAG}")
                for line in lines) == 2, lines
     assert sum(line.startswith(f"- `{XE}/scst_train_scst_small` vs `{XE}`, {TAG}") for line in lines) == 2, lines
+    # --compare takes the names the table shows: "(no seed)" picks the run without a seed token
+    rows = collect_scores(exp)
+    chosen = collect_comparisons(rows, [(f"{XE}/scst_train_scst_small (no seed)", f"{XE}/sle_train_sle_small (no seed)"),
+                                        (f"{XE}/scst_train_scst_small", f"{XE}/sle_train_sle_small")])
+    assert [(c.model.split("/")[1], c.baseline.split("/")[1], c.seeds) for c in chosen if c.test_set == "evaluation"] == [
+        ("sle_train_sle_small (no seed)", "scst_train_scst_small (no seed)", [None]),
+        ("sle_train_sle_small", "scst_train_scst_small", [0, 1])]
 
 
 def test_skipped_in_one_seed_is_skipped(tmp_path):
