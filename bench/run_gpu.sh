@@ -2,20 +2,22 @@
 # Every GPU measurement of the README's "Speed" section, in one command, on one GPU.
 #
 #   bench/run_gpu.sh [--part bench|pipeline|all] [--out DIR] [--work_dir DIR] [--scale S] [--python PY]
-#                    [--data DIR]
+#                    [--data DIR] [--step_timeout SECONDS]
 #
+# --step_timeout: a step that runs longer is stopped and named as failed (default 1800), so that a
+#   hung step leaves the others their time on a lent machine.
 # --data: the shared data dir (default: the benchmarks' own, ../shared/data beside the repo): clotho_subset and
 #   clotho_captions_v2.1 for bench_train, event_library and the captions for the pipeline.
 #
 # --part bench (about 8 minutes on an H100):
-#   1. tests/captionlib/decode/test_compiled.py: the compiled sampling loop (CUDA graphs) against
+#   1. tests/captionlib/decode/test_cuda_graph.py (the whole loop captured as one CUDA graph) and
+#      bench/bench_train.py --device cuda --decode_compile cuda-graph (issue 27's SCST / XE row);
+#   2. tests/captionlib/decode/test_compiled.py: the compiled sampling loop (CUDA graphs) against
 #      the eager one; its CUDA tests run only here;
-#   2. bench/bench_train.py --device cuda --decode_compile reduce-overhead (with
+#   3. bench/bench_train.py --device cuda --decode_compile reduce-overhead (with
 #      TORCH_LOGS=perf_hints: inductor logs "skipping cudagraphs due to ..." where it declines
 #      to capture): XE / SCST / REINFORCE+ updates, eager and compiled; if it fails, the eager
 #      bench alone;
-#   3. tests/captionlib/decode/test_cuda_graph.py (the whole loop captured as one CUDA graph) and
-#      bench/bench_train.py --device cuda --decode_compile cuda-graph;
 #   4. bench/bench_rl_phases.py --device cuda --decode_compile reduce-overhead cuda-graph: where the
 #      time of an SCST update goes, phase by phase (torch.profiler's tables of cuda-graph in
 #      DIR/profile.txt);
@@ -40,6 +42,7 @@ work_dir=
 data=
 scale=0.25
 python=${PYTHON:-python3}
+step_timeout=1800
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
@@ -48,10 +51,12 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --scale) scale=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
+    --step_timeout) step_timeout=$2; shift 2 ;;
     *) echo "$0: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 case "${part}" in bench|pipeline|all) ;; *) echo "$0: --part must be bench, pipeline or all, got ${part}" >&2; exit 2 ;; esac
+case "${step_timeout}" in ''|*[!0-9]*|0) echo "$0: --step_timeout must be a number of seconds >= 1, got '${step_timeout}'" >&2; exit 2 ;; esac
 "${python}" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
   || { echo "$0: ${python} sees no CUDA device (torch.cuda.is_available() is False)" >&2; exit 1; }
 mkdir -p "${out}"
@@ -61,7 +66,7 @@ step() {  # step NAME COMMAND...: run it, its output to ${out}/NAME.txt and the 
   local name=$1; shift
   echo "== ${name}: $*"
   local t0=${SECONDS}
-  if "$@" 2>&1 | tee "${out}/${name}.txt"; then
+  if timeout -k 10 "${step_timeout}" "$@" 2>&1 | tee "${out}/${name}.txt"; then
     echo "== ${name}: done in $((SECONDS - t0)) s"
     return 0
   fi
@@ -73,6 +78,10 @@ step() {  # step NAME COMMAND...: run it, its output to ${out}/NAME.txt and the 
 export PYTHONUNBUFFERED=1
 if [ "${part}" != pipeline ]; then
   "${python}" -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" | tee "${out}/device.txt"
+  # issue 27's measurement first (SCST / XE with the captured loop), so that a time limit cuts the others
+  step test_cuda_graph "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_cuda_graph.py
+  step bench_train_cuda_graph "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
+    --decode_compile cuda-graph ${data:+--data "${data}"}
   step test_compiled "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_compiled.py
   if ! step bench_train env TORCH_LOGS=perf_hints "${python}" bench/bench_train.py --device cuda --skip_dump \
       --reps 10 --decode_compile reduce-overhead ${data:+--data "${data}"}; then
@@ -80,9 +89,6 @@ if [ "${part}" != pipeline ]; then
     step bench_train_eager "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
       ${data:+--data "${data}"} && echo "== bench_train: the eager bench ran instead (see bench_train.txt for why)"
   fi
-  step test_cuda_graph "${python}" -m pytest -q -p no:cacheprovider tests/captionlib/decode/test_cuda_graph.py
-  step bench_train_cuda_graph "${python}" bench/bench_train.py --device cuda --skip_dump --reps 10 \
-    --decode_compile cuda-graph ${data:+--data "${data}"}
   step bench_rl_phases "${python}" bench/bench_rl_phases.py --device cuda --num_threads 16 --reps 10 \
     --decode_compile reduce-overhead cuda-graph --profile "${out}/profile.txt" ${data:+--data "${data}"}
   step bench_frozen_encoder "${python}" bench/bench_frozen_encoder.py --device cuda
