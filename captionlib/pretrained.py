@@ -182,7 +182,8 @@ def pack_model(
     Raises:
         FileNotFoundError: a missing input file (named), the CNN weights file included.
         ValueError: a model file or document-frequency file that is not one, or needs unsafe
-            loading (named); a decoding option out of its range; a feature config whose
+            loading (named); a training config that is not one or is another model's (its
+            ``encoder``/``decoder``); a decoding option out of its range; a feature config whose
             dimension differs from the model's input dimension (log-mel ``n_mels``; the CNN's
             channels, except for torchvision names, which are not built at packing time); an
             unknown ``feats_type`` or ``media_type``.
@@ -239,7 +240,7 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
                          f"n_mels {feats_config.get('n_mels')}")
     members = {
         MODEL: Path(model_file).read_bytes(),
-        TRAIN_CONFIG: Path(train_config).read_bytes(),
+        TRAIN_CONFIG: _train_config_bytes(train_config, obj["model_conf"], str(model_file)),
         TOKENS: "".join(t + "\n" for t in obj["token_list"]).encode("utf-8"),
         FEATS_CONFIG: yaml.safe_dump(dict(feats_config), sort_keys=False).encode("utf-8"),
         **members,
@@ -253,6 +254,33 @@ def _pack_members(model_file: PathLike, train_config: PathLike, feats_config: Ma
         check_decode_options(**dec)  # caption_infer refuses an archive with options it would refuse
         members[DECODE_CONFIG] = yaml.safe_dump(dec, sort_keys=False).encode("utf-8")
     return members, extra
+
+
+def _train_config_bytes(train_config: PathLike, model_conf: Mapping[str, Any], model_file: str) -> bytes:
+    """The bytes of a training ``config.yaml``, checked to be a YAML mapping whose ``encoder``
+    and ``decoder`` (an XE config's; an RL config has neither) are the model file's.
+
+    Raises:
+        ValueError: naming the file: not YAML, not a mapping, or another model's config.
+    """
+    import inspect
+
+    from captionlib.models.captioner import Captioner
+
+    data = Path(train_config).read_bytes()
+    try:
+        config = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{train_config}: not a training config.yaml (YAML): {e}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{train_config}: not a training config.yaml (a YAML mapping of options)")
+    defaults = inspect.signature(Captioner).parameters
+    for key in ("encoder", "decoder"):
+        held = model_conf.get(key, defaults[key].default)
+        if key in config and config[key] != held:
+            raise ValueError(f"{train_config} trains {key} {config[key]!r}, {model_file} holds {key} {held!r}: "
+                             "not the config of this model (--train_config)")
+    return data
 
 
 def _encoder_members(feats_config: Mapping[str, Any], dim: int, model_file: str,

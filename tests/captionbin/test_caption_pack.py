@@ -85,6 +85,22 @@ def test_missing_input_fails_naming_it(tmp_path, capsys):
     assert "df.pkl: no such file" in capsys.readouterr().err
 
 
+def test_train_config_must_be_the_models(tmp_path, capsys):
+    """Any file given as --train_config was packed, another model's config.yaml too."""
+    recipe = make_recipe(tmp_path / "r")
+    (tmp_path / "other.yaml").write_text("encoder: cnn14\ndecoder: gru\n")
+    (tmp_path / "list.yaml").write_text("- a\n")
+    for config, message in [("other.yaml", "other.yaml trains encoder 'cnn14', "),
+                            ("list.yaml", "list.yaml: not a training config.yaml (a YAML mapping of options)")]:
+        with pytest.raises(SystemExit) as e:
+            main(pack_args(recipe, tmp_path / "p.zip", "--train_config", str(tmp_path / config)))
+        assert e.value.code == 1 and message in capsys.readouterr().err
+        assert not (tmp_path / "p.zip").exists()
+    (tmp_path / "same.yaml").write_text("encoder: crnn\ndecoder: gru\nlr: 0.1\n")  # the model's (defaults)
+    main(pack_args(recipe, tmp_path / "p.zip", "--train_config", str(tmp_path / "same.yaml")))
+    assert (tmp_path / "p.zip").is_file()
+
+
 def test_feats_stats_must_be_the_models(tmp_path, capsys):
     """Any file given as --feats_stats was packed (a YAML file too); caption_infer failed later."""
     import numpy as np
