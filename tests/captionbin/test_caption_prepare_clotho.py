@@ -325,6 +325,15 @@ def test_download_sh_present_root_and_offline(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
     assert "cannot reach" in out and "Download Clotho v2.1 by hand" in out and "--clotho_root" in out
+    # a directory with other things in it (a wrong --clotho_root, another layout) is not downloaded into
+    other = tmp_path / "other"
+    (other / "clotho_audio_development").mkdir(parents=True)
+    (other / "clotho_captions_development.csv").write_text("file_name\n")
+    p = subprocess.run(["local/download.sh", "--clotho_root", str(other), "--base_url", "http://127.0.0.1:9/files"],
+                       cwd=rec, env=_env(str(stub)), capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 1 and f"{other} lacks Clotho v2.1's development validation evaluation" in out, out
+    assert "holds other files (clotho_audio_development)" in out and "cannot reach" not in out
 
 
 def test_id_prefix(tmp_path):

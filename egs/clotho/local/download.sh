@@ -80,6 +80,26 @@ if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
 
+# A directory holding other things than Clotho's files is not downloaded into: a --clotho_root (or
+# CLOTHO) that names the wrong directory, or Clotho extracted in another layout, must not get 4.6 GB
+# written next to what is there. Clotho's own files (an interrupted download's included) are fine.
+if [ -d "${clotho_root}" ]; then
+    foreign=()
+    for f in "${clotho_root}"/* "${clotho_root}"/.[!.]*; do
+        [ -e "${f}" ] || continue
+        case "${f##*/}" in
+            clotho_audio_*.7z|clotho_audio_*.7z.part|clotho_captions_*.csv|clotho_captions_*.csv.part) ;;
+            clotho_metadata_*.csv|clotho_metadata_*.csv.part|LICENSE*) ;;
+            development|validation|evaluation) [ -d "${f}" ] || foreign+=("${f##*/}") ;;
+            *) foreign+=("${f##*/}") ;;
+        esac
+    done
+    if [ ${#foreign[@]} -gt 0 ]; then
+        log "Error: ${clotho_root} lacks Clotho v2.1's ${missing[*]} (clotho_captions_<split>.csv and <split>/ with the audio) and holds other files (${foreign[*]:0:5}$([ ${#foreign[@]} -gt 5 ] && echo " ...")): not downloading into it. Give the directory that holds Clotho v2.1 in its official layout, or an empty or new one to download into."
+        exit 1
+    fi
+fi
+
 manual_help="Download Clotho v2.1 by hand from https://zenodo.org/records/4783391 (clotho_audio_<split>.7z,
 clotho_captions_<split>.csv, clotho_metadata_<split>.csv), extract the archives into one directory
 (giving <dir>/<split>/*.wav next to <dir>/clotho_captions_<split>.csv) and pass --clotho_root <dir>
