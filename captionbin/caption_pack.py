@@ -83,10 +83,21 @@ def get_parser():
     return parser
 
 
-def _resolved(parser, config: Optional[str], args: Sequence[str] = ()) -> dict:
-    """The options of another binary's ``parser`` resolved from a config file (as ``--print_config``)."""
+def _resolved(parser, config: Optional[str], args: Sequence[str] = (), what: str = "") -> dict:
+    """The options of another binary's ``parser`` resolved from a config file (as ``--print_config``).
+
+    Raises:
+        FileNotFoundError: no ``config``.
+        ValueError: a bad key or value, one line beginning with ``what`` (the other binary's
+            usage was printed, as if caption_pack's command line were its).
+    """
     if config is not None and not Path(config).is_file():
         raise FileNotFoundError(f"{config}: no such config file")
+
+    def refuse(message: str):
+        raise ValueError(f"{what or config}: {parser.locate(message)}")
+
+    parser.error = refuse  # this parser only: one line, not the other binary's usage and exit 2
     return config_dict(parser.parse_args((["--config", config] if config else []) + list(args)))
 
 
@@ -137,8 +148,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         feats_config = _feats_config(args.feats_type, args.feats_config, args.media_type)
         decode_config = None
         if args.decode_config is not None or args.decode_args:
-            decode_config = _resolved(decode_parser(), args.decode_config,
-                                      ["--feats_scp", "-", "--output_dir", "-"] + shlex.split(args.decode_args))
+            decode_args = ["--feats_scp", "-", "--output_dir", "-"] + shlex.split(args.decode_args)
+            decode_config = _resolved(decode_parser(), args.decode_config, decode_args, "--decode_config/--decode_args")
         rates = None
         if args.train_wav_scp is not None:
             rates = audio_sample_rates(args.train_wav_scp)

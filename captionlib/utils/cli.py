@@ -303,6 +303,10 @@ class ArgumentParser(configargparse.ArgumentParser):
 
     def error(self, message: str):
         """Exit 2 with the usage and ``message``, prefixed with the config file of its key."""
+        super().error(self.locate(message))
+
+    def locate(self, message: str) -> str:
+        """A usage error's ``message`` with the config file of its key named (see the class)."""
         files = self.config_key_files()
         m = re.match(r"argument --(\w+)|(\w+) must be ", message)
         key = m and (m[1] or m[2])
@@ -314,7 +318,7 @@ class ArgumentParser(configargparse.ArgumentParser):
             unknown = [f"{files[k]}: unknown key {k!r}" for w, k in keys if w.startswith("--") and k in files]
             rest = [w for w, k in keys if not (w.startswith("--") and k in files)]
             message = "; ".join(unknown + ([f"unrecognized arguments: {' '.join(rest)}"] if rest else []))
-        super().error(message)
+        return message
 
 
 def get_base_parser(description: str) -> configargparse.ArgumentParser:

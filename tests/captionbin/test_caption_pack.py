@@ -41,6 +41,11 @@ def test_an_archive_caption_infer_would_refuse_is_not_written(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(pack_args(recipe, tmp_path / "p.zip", "--decode_args=--beam_size 0"))
     assert e.value.code == 1 and "beam_size must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # caption_decode's usage (exit 2) was printed instead
+        main(pack_args(recipe, tmp_path / "p.zip", "--decode_args=--bogus 1"))
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "--decode_config/--decode_args: unrecognized arguments: --bogus 1" in err, err
+    assert "usage: caption_decode" not in err
     model = Path(recipe["model_file"])
     before = model.read_bytes()
     with pytest.raises(SystemExit) as e:
