@@ -232,21 +232,19 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
         exit 2
     fi
 done
-# The options strings (--local_data_opts, --*_args) are split into words as the shell splits them,
-# quotes and backslashes included (--xe_args "--encoder_conf '{freeze: true}'"; run.sh quotes a
-# path with printf %q), by xargs: nothing in them is run
+# The options strings (--local_data_opts, --*_args) are split into words as a POSIX shell splits
+# them, quotes and backslashes included (--xe_args "--encoder_conf '{freeze: true}'"; run.sh quotes
+# a path), by utils/split_words.py: nothing in them is run or expanded
 for _opt in local_data_opts word2vec_args tagging_args xe_args rl_args decode_args; do
-    if ! _err=$(xargs printf '%.0s' <<< "${!_opt}" 2>&1); then
-        _err=${_err#xargs: }
-        log "Error: --${_opt} ${!_opt}: ${_err%%;*}"; exit 2
+    if ! _err=$("${python}" utils/split_words.py "${!_opt}" 2>&1 > /dev/null); then
+        log "Error: --${_opt} ${!_opt}: ${_err}"; exit 2
     fi
 done
-# words_of <options string>: the words of the string, as above, into the array _words (bash 4.2:
-# no mapfile -d)
+# words_of <options string>: the words of the string, as above, into the array _words
 words_of() {
     local _w
     _words=()
-    while IFS= read -r -d '' _w; do _words+=("${_w}"); done < <(xargs -r printf '%s\0' <<< "$1")
+    while IFS= read -r -d '' _w; do _words+=("${_w}"); done < <("${python}" utils/split_words.py "$1")
 }
 words_of "${local_data_opts}"
 _local_opts=(${_words[@]+"${_words[@]}"})

@@ -17,7 +17,7 @@ audiocaps_root=${AUDIOCAPS}   # Directory with train.csv, val.csv, test.csv; --a
 audio_dir=                    # Audio folder; empty: <audiocaps_root>/audio. --audio_dir DIR overrides it.
 max_missing_fraction=0.1      # Fail if more of a split's clips have no audio file. --max_missing_fraction F.
 skip_bad=false                # true: skip malformed CSV rows and unreadable audio with a warning. --skip_bad true.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

@@ -13,7 +13,7 @@ set -euo pipefail
 # shellcheck disable=SC1091
 . ./db.sh
 clotho_root=${CLOTHO}  # Clotho root (official layout); --clotho_root DIR overrides it.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 clotho_root=clotho_fixture  # Clotho-layout root; --clotho_root DIR overrides it.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

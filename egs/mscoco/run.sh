@@ -17,7 +17,7 @@ set -euo pipefail
 . ./db.sh
 coco_root=${COCO}  # Directory with dataset_coco.json (+ features or images); --coco_root DIR overrides it.
 image_root=        # Directory with train2014/ val2014/ (needed by --feats_type cnn); --image_root DIR.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

@@ -15,7 +15,7 @@ set -euo pipefail
 . ./db.sh
 msvd_root=${MSVD}  # Directory with the annotation files; --msvd_root DIR overrides it.
 video_root=      # Directory with the videos (needed by --feats_type cnn); --video_root DIR.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

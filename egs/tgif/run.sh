@@ -12,7 +12,7 @@ set -euo pipefail
 . ./db.sh
 tgif_root=${TGIF}  # TGIF-Release's data/ (tgif-v1.0.tsv, splits/); --tgif_root DIR overrides it.
 gif_root=          # The downloaded GIFs (empty: <tgif_root>/gifs); --gif_root DIR.
-# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (xargs)
+# q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do

@@ -209,7 +209,7 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     assert names == ["xe_train_xe_logmel_word_decoder_confdropout-0.5", "xe_train_xe_logmel_word_decoder_confdropout0.5",
                      "xe_train_xe_logmel_word_lr0.1"], names
     r = _run(["./run.sh", "--stop_stage", "5", "--rl_args", "--lr '1"], cwd=d)
-    assert r.returncode == 2 and "Error: --rl_args --lr '1: unmatched single quote" in r.stdout + r.stderr
+    assert r.returncode == 2 and "Error: --rl_args --lr '1: No closing quotation" in r.stdout + r.stderr
     # presets: an unknown name is refused with the list, options the preset sets are refused,
     # and every config a preset names exists in every recipe that has the presets
     r = _run(["./run_preset.sh", "seed999"], cwd=d)
@@ -281,7 +281,7 @@ def test_stage1_warns_about_evaluation_clips_that_are_training_clips(tmp_path):
 @needs_utils
 def test_a_corpus_path_with_spaces_reaches_the_data_prep_whole(tmp_path):
     """--local_data_opts was split at every space: a --clotho_root with one failed in data.sh
-    with "no positional argument is allowed". run.sh quotes it; caption.sh splits with xargs."""
+    with "no positional argument is allowed". run.sh quotes it; caption.sh splits with utils/split_words.py (shlex)."""
     ignore = shutil.ignore_patterns(*GENERATED, "RESULTS.md", "__pycache__")
     for sub in ["egs/TEMPLATE", "egs/clotho/local", "egs/mini_clotho", "utils"]:
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
@@ -293,7 +293,7 @@ def test_a_corpus_path_with_spaces_reaches_the_data_prep_whole(tmp_path):
     assert f" {root}/development/" in (d / "data" / "development" / "wav.scp").read_text()
     r = _run(["./caption.sh", "--local_data_opts", "--clotho_root 'x", "--train_sets", "a", "--valid_set", "b",
               "--test_sets", "c", "--feats_config", "x", "--xe_config", "y", "--decode_config", "z"], cwd=d)
-    assert r.returncode == 2 and "Error: --local_data_opts --clotho_root 'x: unmatched single quote" in r.stdout + r.stderr
+    assert r.returncode == 2 and "Error: --local_data_opts --clotho_root 'x: No closing quotation" in r.stdout + r.stderr
 
 
 @needs_utils
