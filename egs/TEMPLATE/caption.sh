@@ -236,7 +236,7 @@ done
 # them, quotes and backslashes included (--xe_args "--encoder_conf '{freeze: true}'"; run.sh quotes
 # a path), by utils/split_words.py: nothing in them is run or expanded
 for _opt in local_data_opts word2vec_args tagging_args xe_args rl_args decode_args; do
-    if ! _err=$("${python}" utils/split_words.py "${!_opt}" 2>&1 > /dev/null); then
+    if ! _err=$(utils/split_words.py "${!_opt}" 2>&1 > /dev/null); then
         log "Error: --${_opt} ${!_opt}: ${_err}"; exit 2
     fi
 done
@@ -244,7 +244,7 @@ done
 words_of() {
     local _w
     _words=()
-    while IFS= read -r -d '' _w; do _words+=("${_w}"); done < <("${python}" utils/split_words.py "$1")
+    while IFS= read -r -d '' _w; do _words+=("${_w}"); done < <(utils/split_words.py "$1")
 }
 words_of "${local_data_opts}"
 _local_opts=(${_words[@]+"${_words[@]}"})

@@ -66,11 +66,11 @@ case "${ngpu}" in 0|1) ;; *) log "Error: --ngpu must be 0 or 1, got '${ngpu}'"; 
 [ ${#model_files[@]} -gt 0 ] || { log "Error: no model file given"; exit 2; }
 # --decode_args is split as a POSIX shell splits words (quotes, backslashes), by
 # utils/split_words.py: nothing in it is run or expanded
-if ! _err=$("${python}" utils/split_words.py "${decode_args}" 2>&1 > /dev/null); then
+if ! _err=$(utils/split_words.py "${decode_args}" 2>&1 > /dev/null); then
     log "Error: --decode_args ${decode_args}: ${_err}"; exit 2
 fi
 _decode_opts=()
-while IFS= read -r -d '' _w; do _decode_opts+=("${_w}"); done < <("${python}" utils/split_words.py "${decode_args}")
+while IFS= read -r -d '' _w; do _decode_opts+=("${_w}"); done < <(utils/split_words.py "${decode_args}")
 for f in "${model_files[@]}" "${feats_dir}/feats.scp"; do
     [ -f "${f}" ] || { log "Error: ${f} not found"; exit 1; }
 done
