@@ -14,6 +14,7 @@ The same recording encoded twice (another format, rate or cut) is not found: tha
 features, not bytes.
 """
 
+import functools
 import hashlib
 import os
 from collections import defaultdict
@@ -42,7 +43,15 @@ def media_list(data_dir: PathLike) -> Optional[Dict[str, str]]:
 
 
 def _digest(path: str, limit: Optional[int]) -> bytes:
-    """SHA-256 of the first ``limit`` bytes of ``path`` (``None``: all of them)."""
+    """SHA-256 of the first ``limit`` bytes of ``path`` (``None``: all of them), computed once
+    per process for a file of the same inode, size and modification time (the training files
+    are compared with each evaluation dir)."""
+    st = os.stat(path)
+    return _file_digest(path, limit, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str, limit: Optional[int], *_identity) -> bytes:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         left = limit

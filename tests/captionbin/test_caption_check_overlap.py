@@ -73,3 +73,6 @@ def test_equal_sizes_are_compared_by_bytes(tmp_path):
     b.write_bytes(head + b"2" * 10)  # same size and head, other bytes
     c.write_bytes(head + b"1" * 10)
     assert same_content({"a": str(a)}, {"b": str(b), "c": str(c), "gone": str(tmp_path / "gone.bin")}) == [("c", "a")]
+    c.write_bytes(head + b"3" * 10)  # digests are kept per process, not for a changed file
+    os.utime(c, ns=(c.stat().st_atime_ns, c.stat().st_mtime_ns + 10 ** 9))  # (a clock's tick apart)
+    assert same_content({"a": str(a)}, {"b": str(b), "c": str(c)}) == []
