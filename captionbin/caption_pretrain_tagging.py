@@ -31,13 +31,7 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_pretrain_tagging."""
-
-    def check(opts: TaggingOptions) -> None:  # imported when called: --help loads no torch
-        from captionlib.train.tagging import check_tagging_options
-
-        check_tagging_options(opts)
-
-    opts = parse_options(get_parser(), TaggingOptions, cmd, check=check)
+    opts = parse_options(get_parser(), TaggingOptions, cmd, check="captionlib.train.tagging.check_tagging_options")
     from captionlib.train.tagging import train_tagging
     from captionlib.utils.distributed import destroy
 

@@ -33,13 +33,7 @@ def get_parser():
 
 def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_train."""
-
-    def check(opts: XEOptions) -> None:  # imported when called: --help loads no torch
-        from captionlib.train.xe import check_xe_options
-
-        check_xe_options(opts)
-
-    opts = parse_options(get_parser(), XEOptions, cmd, check=check)
+    opts = parse_options(get_parser(), XEOptions, cmd, check="captionlib.train.xe.check_xe_options")
     from captionlib.train.xe import train_xe
     from captionlib.utils.distributed import destroy
 

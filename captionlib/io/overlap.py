@@ -94,15 +94,7 @@ def same_content(train: Mapping[str, str], other: Mapping[str, str]) -> List[Tup
     groups = {(): ([(c, p) for c, p in train.items()], [(c, p) for c, p in other.items()])}
     for key_of in (os.path.getsize, lambda p: _digest(p, _HEAD_BYTES), lambda p: _digest(p, None)):
         groups = _regroup(groups, key_of)
-    return sorted({(o, t) for a, b in groups.values() for o, op in b for t, tp in a if not _same_file(op, tp)})
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file (a symlink or a hard link of it included)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
+    return sorted({(o, t) for a, b in groups.values() for o, op in b for t, tp in a if _file_id(op) != _file_id(tp)})
 
 
 def _file_id(path: str):

@@ -89,9 +89,9 @@ SIGNIFICANCE_METRIC = "CIDEr-D"
 NUM_RESAMPLES = 10000
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
-#: A ``_seed<N>`` token of a dir name: ``_seed`` + digits, not followed by a letter or digit.
 #: Appended to the row name of a run without a seed token named as a merged seed group.
 NO_SEED = " (no seed)"
+#: A ``_seed<N>`` token of a dir name: ``_seed`` + digits, not followed by a letter or digit.
 _SEED_TOKEN = re.compile(r"_seed([0-9]+)(?![0-9A-Za-z])")
 
 

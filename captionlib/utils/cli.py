@@ -9,6 +9,7 @@ its command line first with :func:`setup_logging` + :func:`get_commandline_args`
 import argparse
 import copy
 import dataclasses
+import importlib
 import logging
 import math
 import os
@@ -19,7 +20,7 @@ import socket
 import sys
 import threading
 import typing
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import configargparse
 import yaml
@@ -55,6 +56,12 @@ def str_or_none(value: str) -> Optional[str]:
     return value
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error of a one-line value as one line: the parser's problem and its column."""
+    mark = getattr(e, "problem_mark", None)
+    return f"{getattr(e, 'problem', None) or e}" + (f" at column {mark.column + 1}" if mark is not None else "")
+
+
 def yaml_dict(value: Any) -> Dict[str, Any]:
     """Parse a YAML/JSON mapping given on the command line (``--encoder_conf "{a: 1}"``).
 
@@ -67,9 +74,7 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     try:
         out = yaml.load(value, Loader=UniqueKeyLoader) if value else {}
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at column {mark.column + 1}" if mark is not None else ""
-        raise argparse.ArgumentTypeError(f"not a YAML mapping: {value!r}: {getattr(e, 'problem', None) or e}{where}")
+        raise argparse.ArgumentTypeError(f"not a YAML mapping: {value!r}: {_yaml_problem(e)}")
     if out is None:
         return {}
     if not isinstance(out, dict):
@@ -162,15 +167,20 @@ def check_options(opts: Any) -> None:
             raise ValueError(f"{f.name} must be {shown}, got {value!r}")
 
 
-def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options],
-                  cmd: Optional[Sequence[str]] = None, check: Optional[Callable[[Options], Any]] = None) -> Options:
+def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options], cmd: Optional[Sequence[str]] = None,
+                  check: Union[None, str, Callable[[Options], Any]] = None) -> Options:
     """Parse a binary's command line (:func:`parse_args`, with the ``required`` fields of the
     options dataclass ``cls``) into a ``cls`` and check it before anything is loaded: with
     ``check``, the binary's own checks (which run :func:`check_options` first, e.g.
     :func:`captionlib.rl.check_rl_options`), else :func:`check_options`; a bad value exits 2 with
     one line naming the key. With the field ``check_only`` set, a valid command line exits 0 here
-    (the recipes check stage 5's and 6's options before stage 1)."""
+    (the recipes check stage 5's and 6's options before stage 1). ``check`` may be named as
+    ``"package.module.function"``, imported only once the command line parsed (so that
+    ``--help`` of a binary whose checks import torch loads no torch)."""
     opts = options_from_args(cls, parse_args(parser, cmd, required_options(cls)))
+    if isinstance(check, str):
+        module, _, name = check.rpartition(".")
+        check = getattr(importlib.import_module(module), name)
     try:
         (check or check_options)(opts)
     except ValueError as e:
@@ -393,9 +403,9 @@ def _apply_key_values(parser: argparse.ArgumentParser, args: argparse.Namespace,
             node = node[key]
         try:
             node[keys[-1]] = yaml.load(value, Loader=UniqueKeyLoader)
-        except yaml.YAMLError as e:
-            problem = getattr(e, "problem", None) or e  # not ArgumentParser.error: no config file to name
-            argparse.ArgumentParser.error(parser, f"argument {option}: {path}={value}: the value is not YAML: {problem}")
+        except yaml.YAMLError as e:  # not ArgumentParser.error: no config file to name
+            argparse.ArgumentParser.error(parser, f"argument {option}: {path}={value}: the value is not YAML: "
+                                                  f"{_yaml_problem(e)}")
         setattr(args, dest, conf)
 
 

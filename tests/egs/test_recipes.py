@@ -183,17 +183,18 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): caption_rl_train.py: error: "
                                   "sample_logprobs recompute is not read by rl_algo mc_pg") in out, out
     assert "Stage 6:" not in out, out
-    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--lr -1"], cwd=d)
-    out = r.stdout + r.stderr
-    assert r.returncode == 2 and ("the options of stage 5 (XE training): caption_train.py: error: lr must be > 0, "
-                                  "got -1.0; nothing has run") in out, out
-    assert "Stage 1:" not in out and "Stage 0:" not in out, out
-    r = _run(["./run.sh", "--stop_stage", "5", "--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
-              "--tagging_args", "--encoder_conf '{drop_out: 0.1}'"], cwd=d)  # quoted as in a shell
-    out = r.stdout + r.stderr
-    assert r.returncode == 2 and ("the options of stage 5 (tagging pretraining): caption_pretrain_tagging.py: error: "
-                                  "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out'") in out, out
-    assert "Stage 1:" not in out, out
+    for args, message in [
+        (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): caption_train.py: error: lr must be > 0, "
+                                   "got -1.0; nothing has run"),
+        (["--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
+          "--tagging_args", "--encoder_conf '{drop_out: 0.1}'"],  # quoted as in a shell
+         "the options of stage 5 (tagging pretraining): caption_pretrain_tagging.py: error: "
+         "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out'"),
+    ]:
+        r = _run(["./run.sh", "--stop_stage", "5", *args], cwd=d)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and message in out, out
+        assert "Stage 1:" not in out and "Stage 0:" not in out, out
     r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf '{hidden_size: 8, n_layers: 2}'"], cwd=d)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and "decoder_conf (decoder 'gru'): unknown key(s) 'n_layers' of GRUDecoder" in out, out
