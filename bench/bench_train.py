@@ -30,7 +30,10 @@ config iterates (clip, caption) pairs (``rl_unit: caption``); ``--rl_unit clip``
 draw of their sampling compiled as graphs (``reduce-overhead``: CUDA graphs; the training
 option of the same name), timed beside the eager ones. Both updates are also timed with
 ``--sample_logprobs recompute`` (sampling without gradients, then one teacher-forced decoder
-pass for the gradient), eager and, with ``--decode_compile``, compiled.
+pass for the gradient), eager and, with ``--decode_compile``, compiled. On a device where the
+RL objectives decode the greedy baseline and the samples in one pass
+(``SampledObjective.joint_pass_devices``: GPUs), or with ``--one_pass``, the SCST update with
+recompute is timed with two passes too.
 
 On a GPU (``--device cuda``) every timing synchronises the device before reading the
 clock, the bound uses the GPU's float32 ``torch.mm`` rate (TF32 off, PyTorch's default), and
@@ -97,6 +100,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode_compile", default="none", choices=COMPILE_MODES,
                    help="also time the SCST and REINFORCE+ updates with their sampling compiled so (the training "
                         "option --decode_compile; reduce-overhead: CUDA graphs on a GPU)")
+    p.add_argument("--one_pass", action="store_true",
+                   help="time SCST with the greedy baseline and the samples decoded in one pass against two passes "
+                        "on any device (by default where the objectives decode so: SampledObjective.joint_pass_devices)")
     p.add_argument("--rl_unit", default="caption", choices=UNITS,
                    help="what an SCST epoch of the projection iterates: (clip, caption) pairs, as egs/clotho's SCST "
                         "config (rl_unit: caption, the seed authors' code), or clips")
@@ -332,6 +338,11 @@ def main(argv=None) -> None:
     # --sample_logprobs recompute: sampled under no_grad, one teacher-forced pass for the gradient
     scst_re = PolicyGradient(reward, s.tok, sample_logprobs="recompute")
     rplus_re = PolicyGradient(reward, s.tok, num_samples=5, baseline="mean", sample_logprobs="recompute")
+    # where the greedy baseline and the samples share a decoding pass (joint_pass_devices): the two passes too
+    joint = args.one_pass or DEVICE.type in PolicyGradient.joint_pass_devices
+    scst_re.joint_pass_devices = (DEVICE.type,) if joint else ()
+    scst_two = PolicyGradient(reward, s.tok, sample_logprobs="recompute")
+    scst_two.joint_pass_devices = ()
 
     def with_bigru(impl, fn):
         def run():
@@ -361,8 +372,12 @@ def main(argv=None) -> None:
         "scst_recompute": lambda: rl_update(scst_re, model, opt, clips_r, feats_r, lens_r),
         "reinforce_plus_recompute": lambda: rl_update(rplus_re, model, opt, clips_r, feats_r, lens_r),
     }
+    compiled_keys = ["scst", "reinforce_plus", "scst_recompute", "reinforce_plus_recompute"]
+    if joint:
+        updates["scst_two_passes"] = lambda: rl_update(scst_two, model, opt, clips_r, feats_r, lens_r)
+        compiled_keys.append("scst_two_passes")
     if args.decode_compile != "none":
-        for key in ("scst", "reinforce_plus", "scst_recompute", "reinforce_plus_recompute"):
+        for key in compiled_keys:
             updates[f"{key}_compiled"] = compiled_sampling(updates[key])
             # the first calls compile, then CUDA graph trees run a call eagerly and record the
             # next (timed_round_robin warms each up once more)
@@ -379,8 +394,14 @@ def main(argv=None) -> None:
                  t["scst_recompute"]))
     rows.append(("REINFORCE+ update, padded batch", "log-probs of the sampling loop", rplus_t, recompute,
                  t["reinforce_plus_recompute"]))
-    # the other ways to an RL update, each as a ratio to the XE update below
     compile_opt = f"--decode_compile {args.decode_compile}"
+    if joint:  # the greedy baseline and the samples decoded in two passes, or in one
+        variants = [("", recompute)] + ([("_compiled", f"{recompute}, {compile_opt}")]
+                                        if args.decode_compile != "none" else [])
+        for suffix, how in variants:
+            rows.append((f"SCST update ({how})", "baseline, samples: two passes", t[f"scst_two_passes{suffix}"],
+                         "one pass", t[f"scst_recompute{suffix}"]))
+    # the other ways to an RL update, each as a ratio to the XE update below
     other_rl = {f"{name} ({recompute})": t[f"{key}_recompute"]
                 for name, key in (("SCST", "scst"), ("REINFORCE+", "reinforce_plus"))}
     if args.decode_compile != "none":

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from captionlib.decode.options import COMPILE_MODES
-from captionlib.utils.distributed import all_ranks, row_sharded, rows_rand
+from captionlib.utils.distributed import all_ranks, eval_rows, row_sharded, rows_rand
 
 # steps between the checks "has every row finished?" of :func:`sample` off the CPU (each check
 # copies a flag to the host: a synchronisation that stalls the device's queue of kernels)
@@ -118,6 +118,11 @@ class SampleOutput:
     entropy: torch.Tensor
     states: Optional[torch.Tensor] = None
 
+    def rows(self, index) -> "SampleOutput":
+        """These rows (an index of axis 0, e.g. a slice) of every field."""
+        return SampleOutput(*(None if x is None else x[index] for x in
+                              (self.tokens, self.logprobs, self.mask, self.entropy, self.states)))
+
 
 def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """One draw per row from ``softmax(logp / temperature)`` by inverting the cumulative
@@ -147,7 +152,7 @@ def entropy(logp: torch.Tensor) -> torch.Tensor:
 
 
 def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool, greedy: bool,
-               temperature: float, top_k: int):
+               temperature: float, top_k: int, greedy_rows: int = 0):
     """One step of :func:`sample` after the decoder: the token of each row and its
     bookkeeping, without host synchronisation (a capturable graph under :func:`compiled`).
 
@@ -155,7 +160,7 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         logp: (batch, vocab) the step's log-probabilities.
         finished: (batch,) bool, rows that emitted eos at an earlier step.
         eos: the eos id; last: the step at ``max_len`` (eos is forced).
-        greedy, temperature, top_k: as :func:`sample`'s.
+        greedy, temperature, top_k, greedy_rows: as :func:`sample`'s.
 
     Returns:
         (batch,) each: the drawn token (fed to the decoder), the token of the caption (0 for
@@ -166,11 +171,13 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
     if greedy:
         tok = logp.argmax(-1)
     else:
-        scores = logp.detach()
+        scores = logp[greedy_rows:].detach()  # the rows drawn at random (the draws of a pass of them alone)
         if top_k > 0:  # a k of at least the vocabulary size keeps every token
             kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
         tok = draw_categorical(scores, temperature)
+        if greedy_rows:
+            tok = torch.cat([logp[:greedy_rows].argmax(-1), tok])
     alive = (~finished).to(logp.dtype)
     if last:
         # truncation: eos is forced, so under the truncated policy its probability is 1
@@ -184,14 +191,14 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
 
 
 def _step_and_draw(model: Any, tokens: torch.Tensor, state: Any, finished: torch.Tensor, eos: int, greedy: bool,
-                   temperature: float, top_k: int) -> Tuple[Any, Tuple[torch.Tensor, ...]]:
+                   temperature: float, top_k: int, greedy_rows: int) -> Tuple[Any, Tuple[torch.Tensor, ...]]:
     """One step of :func:`sample` after its first: ``model.step`` on the previous ``tokens``
     (rows,), then :func:`_draw_step` (not the last step) from its log-probabilities. Returns
     (the new state, the draw's six tensors). Compiled as one function (:func:`compiled`), a step
     is one call and one CUDA graph replay: on an H100 each compiled call cost 200-330 us of host
     time, more than the GPU's work of a step (README "Speed", 2026-11-26)."""
     logp, state = model.step(tokens, state)
-    return state, _draw_step(logp, finished, eos, False, greedy, temperature, top_k)
+    return state, _draw_step(logp, finished, eos, False, greedy, temperature, top_k, greedy_rows)
 
 
 def sample(
@@ -204,6 +211,7 @@ def sample(
     return_states: bool = False,
     sync_every: Optional[int] = None,
     compile_mode: Optional[str] = None,
+    greedy_rows: int = 0,
 ) -> SampleOutput:
     """Draw one caption per row of ``v`` (multinomial, or arg-max when ``greedy``).
 
@@ -228,33 +236,45 @@ def sample(
             (:func:`~captionlib.decode.cuda_graph.graphed_sample`; elsewhere the eager loop).
             ``None``: the model's ``decode_compile`` attribute (set by the training stages'
             ``--decode_compile``), else ``"none"`` (eager).
+        greedy_rows: the first ``greedy_rows`` rows are decoded by arg-max and, in training mode,
+            without dropout (:func:`~captionlib.utils.distributed.eval_rows`): a greedy baseline
+            decoded in the same pass as the samples of the other rows. Where dropout is the
+            decoder's only training-mode behaviour
+            (:func:`~captionlib.utils.distributed.eval_rows_exact`), those rows are the eval-mode
+            greedy captions and the others the samples that separate passes give, with the same
+            random draws: once the samples have all ended (found at a check, as above) the
+            greedy rows go on without drawing. With ``greedy``, ignored.
 
     Returns:
         :class:`SampleOutput`. ``logprobs`` are those of the model's own (temperature 1)
         distribution so that policy gradients stay unbiased.
 
     Raises:
-        ValueError: ``sync_every`` < 1, or an unknown ``compile_mode``.
+        ValueError: ``sync_every`` < 1, ``greedy_rows`` outside 0..rows, or an unknown
+            ``compile_mode``.
     """
     sync_every = (1 if v.device.type == "cpu" else DEVICE_SYNC_EVERY) if sync_every is None else sync_every
     if sync_every < 1:
         raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+    if not 0 <= greedy_rows <= v.size(0):
+        raise ValueError(f"greedy_rows must be in 0..{v.size(0)} (the rows), got {greedy_rows}")
     compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
     if compile_mode == "cuda-graph":  # None from graphed_sample (CPU, gradients, ...): the loop below
         from captionlib.decode.cuda_graph import graphed_sample  # noqa: PLC0415 (it imports this module)
 
-        out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states)
+        out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows)
         if out is not None:
             return out
     with compile_settings(compile_mode):
-        out = decode_loop(model, v, max_len, greedy, temperature, top_k, return_states, sync_every,
+        out = decode_loop(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows, sync_every,
                           compiled(_step_and_draw, compile_mode))
     # columns where some row was alive are a prefix: cut the padding steps after it
     return out if sync_every == 1 else trimmed(out)
 
 
 def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, temperature: float, top_k: int,
-                return_states: bool, sync_every: int, step_and_draw: Callable = _step_and_draw) -> SampleOutput:
+                return_states: bool, greedy_rows: int, sync_every: int,
+                step_and_draw: Callable = _step_and_draw) -> SampleOutput:
     """The steps of :func:`sample` (same arguments): until a check that every row has finished
     (a device-to-host copy every ``sync_every`` steps) finds them all finished, else all
     ``max_len`` steps; ``sync_every`` 0: all ``max_len`` steps and no host synchronisation (the
@@ -262,17 +282,22 @@ def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, tempera
     function of the steps between the first and the last (:func:`_step_and_draw`, or it
     compiled). Returns the untrimmed outputs (batch, steps run): padding columns after the last
     row's eos are still there (:func:`trimmed`)."""
-    logp, state = model.first_step(v)
+    watched = 0 if greedy else greedy_rows  # rows from here on are sampled: their end is checked first
+    keep = watched  # rows that Dropout leaves as in eval mode
+    with eval_rows(keep):
+        logp, state = model.first_step(v)
     finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
     for t in range(max_len):
         last = t == max_len - 1
-        if 0 < t < max_len - 1:
-            state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k)
-        else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
-            if t > 0:
-                logp, state = model.step(tok, state)
-            drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k)
+        with eval_rows(keep):
+            if 0 < t < max_len - 1:
+                state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k,
+                                             keep)
+            else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
+                if t > 0:
+                    logp, state = model.step(tok, state)
+                drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k, keep)
         if return_states:
             hids.append(model.decoder.step_hidden(state))
         tok, out, lp, ent, alive, finished = drawn
@@ -280,8 +305,14 @@ def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, tempera
         lps.append(lp)
         ents.append(ent)
         masks.append(alive)
-        if last or (sync_every and (t + 1) % sync_every == 0 and all_ranks(bool(finished.all()))):
+        if last:
             break
+        if sync_every and (t + 1) % sync_every == 0 and all_ranks(bool(finished[watched:].all())):
+            if not watched or all_ranks(bool(finished.all())):
+                break
+            # the samples have all ended before the greedy rows: every row is arg-max from here and
+            # Dropout draws nothing, so the generator advances as in a pass of the samples alone
+            greedy, keep, watched = True, v.size(0), 0
     return SampleOutput(tokens=torch.stack(toks, 1), logprobs=torch.stack(lps, 1), mask=torch.stack(masks, 1),
                         entropy=torch.stack(ents, 1), states=torch.stack(hids, 1) if return_states else None)
 

@@ -271,13 +271,13 @@ class ActorCritic(SampledObjective):
         n = self.num_samples
         vv = v.repeat_interleave(n, 0)
         with torch.no_grad() if warm else nullcontext():
-            out = self.draw(model, vv)
+            words, out = self.draw(model, vv)
         mask = out.mask
         stats: Dict[str, float] = {}
         own_loss = mask.new_zeros(())
         if self.embedding is None:
             keys = [c for c in clips for _ in range(n)]
-            r = self.rewards(keys, self.words(out.tokens), v.device)  # (N,)
+            r = self.rewards(keys, words, v.device)  # (N,)
         else:
             audio = self.embedding.embed_audio(feats, lens)  # (B, D)
             with torch.no_grad():  # seed 002 eq. 6

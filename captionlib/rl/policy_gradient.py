@@ -2,7 +2,9 @@
 
 * SCST (Rennie et al., "Self-critical sequence training for image captioning", CVPR 2017;
   seed 000 eq. 4): one multinomial sample per clip, baseline = reward of the greedy
-  caption decoded under ``no_grad`` with the decoder in eval mode. By default
+  caption decoded under ``no_grad`` with the decoder in eval mode (on a GPU with
+  ``sample_logprobs: recompute``, in the samples' pass, without dropout on its rows:
+  :meth:`SampledObjective.baseline_and_samples`). By default
   (``baseline_encoding: shared``) the greedy caption is decoded from the embedding of the
   sampling pass, as the seed authors' code does (one encoder pass per clip);
   ``separate`` re-encodes the clips in eval mode (no dropout, BatchNorm running statistics).
@@ -28,12 +30,13 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch import nn
 
-from captionlib.decode.search import SampleOutput, entropy, greedy_search, sample
+from captionlib.decode.search import SampleOutput, entropy, greedy_search, sample, trimmed
+from captionlib.models.encoding import cat_encodings, pooled
 from captionlib.rl import SAMPLE_LOGPROBS
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
-from captionlib.utils.distributed import pad_to_global, row_sharded
+from captionlib.utils.distributed import eval_rows_exact, pad_to_global, row_sharded
 
 BASELINE_ENCODINGS = ("shared", "separate")
 
@@ -134,6 +137,12 @@ class SampledObjective(nn.Module):
         ValueError: unknown ``baseline_encoding`` or ``sample_logprobs``.
     """
 
+    #: device types where :meth:`baseline_and_samples` may decode the greedy baseline and the samples
+    #: in one pass: there a decoding loop costs its steps' host time, not their arithmetic (README
+    #: "Speed"), and one pass of both halves it; on the CPU, two passes keep the results of earlier
+    #: versions to the last float
+    joint_pass_devices: Tuple[str, ...] = ("cuda",)
+
     def __init__(
         self, reward: Reward, tokenizer: Tokenizer, max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature, baseline_encoding: str = DEFAULTS.baseline_encoding,
@@ -158,15 +167,18 @@ class SampledObjective(nn.Module):
             ValueError: in subclasses, naming the option.
         """
 
-    def draw(self, model, v: torch.Tensor) -> SampleOutput:
-        """One caption sampled per row of ``v`` (rows, embed), at ``temperature``, with
-        log-probabilities and entropies as ``sample_logprobs`` says (differentiable where
-        gradients are enabled)."""
+    def draw(self, model, v: torch.Tensor) -> Tuple[List[List[str]], SampleOutput]:
+        """One caption sampled per row of ``v`` (rows, embed), at ``temperature``: its words (a
+        list per row) and its :class:`~captionlib.decode.search.SampleOutput` (rows, length), with
+        log-probabilities and entropies as ``sample_logprobs`` says (differentiable where gradients
+        are enabled). With ``recompute`` the words are read before the teacher-forced pass is
+        queued: on a GPU the reward's work on the CPU then overlaps that pass."""
         if self.sample_logprobs == "loop":
-            return sample(model, v, self.max_len, temperature=self.temperature)
+            out = sample(model, v, self.max_len, temperature=self.temperature)
+            return self.words(out.tokens), out
         with torch.no_grad():
             out = sample(model, v, self.max_len, temperature=self.temperature)
-        return teacher_forced_logprobs(model, v, out, self.max_len)
+        return self.words(out.tokens), teacher_forced_logprobs(model, v, out, self.max_len)
 
     def words(self, tokens: torch.Tensor) -> List[List[str]]:
         """Token id rows (batch, length) -> lists of words (cut at eos)."""
@@ -186,10 +198,51 @@ class SampledObjective(nn.Module):
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            v = v.detach() if self.baseline_encoding == "shared" else model.encode(feats, lens)
-            words = self.words(greedy_search(model, v, self.max_len))
+            words = self.words(greedy_search(model, self.baseline_input(model, v, feats, lens), self.max_len))
         model.train(was_training)
         return words
+
+    def baseline_input(self, model, v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        """The encoding the greedy baseline decodes: ``v`` detached (``baseline_encoding: shared``) or,
+        for ``separate``, ``feats`` (batch, frames, n_mels) / ``lens`` (batch,) encoded again in eval mode
+        without gradients."""
+        if self.baseline_encoding == "shared":
+            return v.detach()
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            v = model.encode(feats, lens)
+        model.train(was_training)
+        return v
+
+    def baseline_and_samples(self, model, v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor,
+                             n: int) -> Tuple[List[List[str]], List[List[str]], SampleOutput]:
+        """The greedy baseline (:meth:`greedy_words`) and :meth:`draw`'s ``n`` samples per clip of ``v``
+        (batch, embed), clip-major (batch * n rows).
+
+        With ``sample_logprobs: recompute``, ``v`` on a device of :attr:`joint_pass_devices` and a
+        decoder whose only training-mode behaviour is dropout (:func:`eval_rows_exact`), both are
+        decoded in one pass without gradients (:func:`~captionlib.decode.search.sample`'s
+        ``greedy_rows``: the baseline's rows arg-max and without dropout) before the samples'
+        log-probabilities are recomputed: the captions and random draws of two passes, up to the float
+        rounding of a larger batch. Otherwise two passes, the baseline's in eval mode.
+
+        Returns:
+            the baseline's words (one list per clip), and the samples' words and
+            :class:`~captionlib.decode.search.SampleOutput` (batch * n rows), as :meth:`draw`'s.
+        """
+        vs = v.repeat_interleave(n, 0)
+        if not (self.sample_logprobs == "recompute" and pooled(v).device.type in self.joint_pass_devices
+                and eval_rows_exact(model.decoder)):
+            return (self.greedy_words(model, v, feats, lens), *self.draw(model, vs))
+        vg = self.baseline_input(model, v, feats, lens)
+        k = vg.size(0)
+        with torch.no_grad():
+            out = sample(model, cat_encodings([vg, vs]), self.max_len, temperature=self.temperature,
+                         greedy_rows=k)
+        samples = trimmed(out.rows(slice(k, None)))
+        words = self.words(out.tokens)  # before the teacher-forced pass is queued (see draw)
+        return words[:k], words[k:], teacher_forced_logprobs(model, vs, samples, self.max_len)
 
     def rewards(self, keys: Sequence[str], candidates: Sequence[Sequence[str]], device) -> torch.Tensor:
         """Rewards (num_candidates,) as a float tensor on ``device`` (one scoring call)."""
@@ -272,10 +325,12 @@ class PolicyGradient(SampledObjective):
         """The policy-gradient loss given the audio embeddings ``v`` (batch, embed) already
         computed with gradients (so a multitask objective can share them)."""
         n = self.num_samples
-        greedy_words = self.greedy_words(model, v, feats, lens) if self.baseline == "greedy" else []
-        out = self.draw(model, v.repeat_interleave(n, 0))
+        if self.baseline == "greedy":
+            greedy_words, words, out = self.baseline_and_samples(model, v, feats, lens, n)
+        else:
+            greedy_words, (words, out) = [], self.draw(model, v.repeat_interleave(n, 0))
         keys: List[str] = [c for c in clips for _ in range(n)]
-        r_all = self.rewards(keys + clips[: len(greedy_words)], self.words(out.tokens) + greedy_words, v.device)
+        r_all = self.rewards(keys + clips[: len(greedy_words)], words + greedy_words, v.device)
         r = r_all[: len(keys)].view(len(clips), n)
         b = r_all[len(keys):].view(-1, 1).expand_as(r) if self.baseline == "greedy" else mean_of_others(r)
         adv = (r - b).reshape(-1)

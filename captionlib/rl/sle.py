@@ -280,10 +280,8 @@ class SLE(SampledObjective):
         clips, feats, lens = self.inputs(model, batch)
         s = self.num_samples
         v = model.encode(feats, lens)
-        greedy_words = self.greedy_words(model, v, feats, lens)
-        out = self.draw(model, v.repeat_interleave(s, 0))
+        greedy_words, words, out = self.baseline_and_samples(model, v, feats, lens, s)
         keys: List[str] = [c for c in clips for _ in range(s)]
-        words = self.words(out.tokens)
         r_all = self.rewards(keys + clips, words + greedy_words, v.device)
         r = r_all[: len(keys)].view(len(clips), s)
         g = r_all[len(keys):]

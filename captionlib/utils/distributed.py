@@ -48,7 +48,9 @@ from torch import nn
 #: How long a rank waits in a collective (e.g. while rank 0 validates) before failing.
 TIMEOUT = datetime.timedelta(hours=2)
 
-_ROWS = {"active": False}
+# "active": row-sharded randomness (several ranks); "eval_rows": rows that :class:`Dropout` leaves
+# as in eval mode (:func:`eval_rows`)
+_ROWS: Dict[str, Any] = {"active": False, "eval_rows": 0}
 
 
 def launched_world_size() -> int:
@@ -226,6 +228,41 @@ def row_sharded_randomness(active: bool = True) -> Iterator[None]:
         _ROWS["active"] = previous
 
 
+@contextlib.contextmanager
+def eval_rows(rows: int) -> Iterator[None]:
+    """Within the block, :class:`Dropout` in training mode leaves the first ``rows`` rows (axis
+    0) of its input as eval mode does (unchanged) and drops out the others, drawing the mask of
+    those others alone: the same draws as a separate call on them. It lets one batched decoder
+    pass hold eval-mode rows (a greedy baseline) beside train-mode ones (samples): see
+    :func:`eval_rows_exact` for the modules where that equals two passes.
+
+    Args:
+        rows: >= 0; 0: every row as the module's mode says (the default).
+    """
+    previous = _ROWS["eval_rows"]
+    _ROWS["eval_rows"] = rows
+    try:
+        yield
+    finally:
+        _ROWS["eval_rows"] = previous
+
+
+def eval_rows_exact(module: nn.Module) -> bool:
+    """Whether, under :func:`eval_rows`, the first rows of ``module``'s training-mode output are
+    its eval-mode output for them: its only training-mode behaviour is dropout by
+    :class:`Dropout` (no other ``nn.Dropout`` with p > 0, no ``nn.MultiheadAttention`` with
+    attention dropout, no batch norm, whose statistics mix the rows). Dropout called
+    as a function inside a module's ``forward`` cannot be seen: the decoders here use modules."""
+    for m in module.modules():
+        if isinstance(m, nn.Dropout) and not isinstance(m, Dropout) and m.p > 0:
+            return False
+        if isinstance(m, nn.MultiheadAttention) and m.dropout > 0:
+            return False
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):  # its statistics mix the rows
+            return False
+    return True
+
+
 def row_sharded() -> bool:
     """Whether :func:`row_sharded_randomness` is in effect (with a process group)."""
     return _ROWS["active"]
@@ -290,10 +327,17 @@ class Dropout(nn.Dropout):
     ``nn.Dropout``. The global mask is drawn as ``torch.nn.functional.dropout`` draws it on
     CPU (``bernoulli_(1 - p)`` then ``/ (1 - p)``), so CPU ranks draw one CPU process's
     masks. One CUDA process uses a fused dropout kernel with other draws, so GPU ranks
-    equal one GPU process in law only.
+    equal one GPU process in law only. Inside :func:`eval_rows` the first rows pass unchanged.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = _ROWS["eval_rows"]
+        if keep and self.training and self.p > 0:  # eval_rows: the first rows as in eval mode
+            return x if keep >= x.size(0) else torch.cat([x[:keep], self._dropped(x[keep:])])
+        return self._dropped(x)
+
+    def _dropped(self, x: torch.Tensor) -> torch.Tensor:
+        """Training-mode dropout of every row of ``x`` (row-sharded where that is active)."""
         if not (_ROWS["active"] and self.training and self.p > 0):
             return super().forward(x)
         if self.p >= 1:

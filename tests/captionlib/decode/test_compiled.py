@@ -15,7 +15,7 @@ from captionlib.decode import search
 from captionlib.decode.options import COMPILE_MODES
 from captionlib.decode.search import compiled, greedy_search, sample
 from captionlib.models.captioner import Captioner
-from captionlib.models.encoding import BatchParts
+from captionlib.models.encoding import BatchParts, cat_encodings
 from captionlib.train.options import TrainOptions
 from tiny_training import train_tiny_xe
 
@@ -68,6 +68,30 @@ def test_compiled_sampling_is_one_graph_per_step_and_matches_eager(decoder, conf
         assert counters["stats"]["unique_graphs"] == 2 * first  # eval mode and no gradients: compiled again
         model.decode_compile = "none"
         assert torch.equal(greedy, greedy_search(model, v, 12))
+
+
+@pytest.mark.parametrize("decoder, conf", DECODERS)
+def test_compiled_pass_of_baseline_and_samples_matches_eager(decoder, conf):
+    """sample(greedy_rows=...) compiled: the greedy rows without dropout and the sampled rows
+    with it, then (the samples ended) every row greedy, without graph breaks, as eagerly."""
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = Captioner(9, decoder=decoder, decoder_conf={**conf, "dropout": 0.3}).train()
+    outs = []
+    with torch.no_grad():
+        model.decoder.output.bias[1] += 6.0  # the greedy word; eos second (ends the samples)
+        model.decoder.output.bias[model.eos_id] += 5.0
+        v = model.encode(torch.randn(6, 40, 64), torch.tensor([40, 30, 20, 40, 10, 25]))
+        for mode in ("none", "aot_eager"):
+            torch.manual_seed(1)
+            outs.append((sample(model, cat_encodings([v, v.repeat_interleave(2, 0)]), 40, compile_mode=mode,
+                                greedy_rows=6), torch.rand(1)))
+    (want, want_after), (got, after) = outs
+    assert want.mask[:6, -1].any() and not want.mask[6:, -1].any()  # the greedy rows went on alone
+    assert torch.equal(got.tokens, want.tokens) and torch.equal(got.mask, want.mask) and torch.equal(after, want_after)
+    torch.testing.assert_close(got.logprobs, want.logprobs, rtol=1e-5, atol=1e-5)
+    assert not counters["graph_break"]
 
 
 @pytest.mark.parametrize("decoder, conf", DECODERS)

@@ -11,7 +11,7 @@ import torch
 from captionlib.decode import cuda_graph
 from captionlib.decode.search import decode_loop, sample, trimmed
 from captionlib.models.captioner import Captioner
-from captionlib.models.encoding import BatchParts
+from captionlib.models.encoding import BatchParts, cat_encodings
 
 DECODERS = [
     ("gru", {}),
@@ -41,12 +41,27 @@ def test_the_static_loop_gives_the_captions_of_sample(decoder, conf, greedy):
         torch.manual_seed(3)
         want = sample(model, v, 40, greedy=greedy, sync_every=1, return_states=True)
         torch.manual_seed(3)
-        full = decode_loop(model, v, 40, greedy, 1.0, 0, True, sync_every=0)
+        full = decode_loop(model, v, 40, greedy, 1.0, 0, True, 0, sync_every=0)
     assert full.tokens.size(1) == 40  # all steps run
     assert greedy or want.tokens.size(1) < 40  # sample() stopped early (an untrained greedy decoder never ends)
     got = trimmed(full)
     _same(got, want)
     assert torch.equal(got.states, want.states)
+
+
+@pytest.mark.parametrize("decoder, conf", DECODERS)
+def test_the_static_loop_of_a_baseline_and_samples_gives_the_captions_of_sample(decoder, conf):
+    """greedy_rows (the RL baseline decoded with the samples): the static loop draws on for the
+    sampled rows after they end, where sample() lets the greedy rows go on alone; the same captions."""
+    model = _model(decoder, {**conf, "dropout": 0.3}).train()
+    with torch.no_grad():
+        v = model.encode(FEATS, LENS)
+        both = cat_encodings([v, v.repeat_interleave(2, 0)])
+        torch.manual_seed(3)
+        want = sample(model, both, 40, sync_every=1, greedy_rows=6)
+        torch.manual_seed(3)
+        full = decode_loop(model, both, 40, False, 1.0, 0, False, 6, sync_every=0)
+    _same(trimmed(full), want)
 
 
 @pytest.mark.parametrize("decoder, conf", DECODERS[1:])
@@ -171,9 +186,15 @@ def test_replayed_graphs_decode_like_the_eager_loop_on_a_gpu(decoder, conf):
             want = sample(model, v, 12, greedy=True)
             for _ in range(2):  # capture, replay
                 _same(sample(model, v, 12, greedy=True, compile_mode="cuda-graph"), want, exact=False)
+        v = model.encode(feats, lens)
+        greedy = sample(model, v, 12, greedy=True)
         model.train()
         out = sample(model, model.encode(feats, lens).repeat_interleave(3, 0), 12, compile_mode="cuda-graph")
         assert out.mask[:, 0].all() and torch.isfinite(out.logprobs).all() and (out.tokens >= 0).all()
+        # the RL baseline and the samples in one replay: the greedy rows as in eval mode (no dropout)
+        both = sample(model, cat_encodings([v, v.repeat_interleave(3, 0)]), 12, compile_mode="cuda-graph",
+                      greedy_rows=v.size(0))
+        assert torch.equal(trimmed(both.rows(slice(0, v.size(0)))).tokens, greedy.tokens)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

@@ -287,3 +287,46 @@ def test_sample_on_cpu_is_the_per_step_loop_for_any_sync_every(decoder, conf):
                 assert torch.equal(torch.rand(1), after)
     with pytest.raises(ValueError, match="sync_every"):
         sample(model, v, 12, sync_every=0)
+
+
+@pytest.mark.parametrize("decoder, conf", [
+    ("gru", {"hidden_size": 16}),
+    ("att_lstm", {"hidden_size": 16, "att_size": 8}),
+    ("transformer", {"num_layers": 1, "d_model": 16, "nhead": 2, "dim_feedforward": 32}),
+])
+@pytest.mark.parametrize("greedy_first", [False, True])
+@pytest.mark.parametrize("sync_every", [1, 3])
+def test_greedy_rows_are_the_two_passes_of_a_baseline_and_samples(decoder, conf, greedy_first, sync_every):
+    """sample(greedy_rows=k) in training mode: its first k rows are the eval-mode greedy captions,
+    the others the samples of a separate pass (dropout on, same seed), and the generator ends where
+    that pass leaves it, whether the greedy rows end first or outlast the samples (then they go on
+    without drawing)."""
+    from captionlib.decode.search import trimmed
+    from captionlib.models.encoding import cat_encodings
+
+    torch.manual_seed(0)
+    model = Captioner(9, decoder=decoder, decoder_conf={**conf, "dropout": 0.3}).train()
+    with torch.no_grad():  # eos the most probable word (the greedy captions end at once) or the second
+        model.decoder.output.bias[model.eos_id] += 3.0 if greedy_first else 5.0
+        model.decoder.output.bias[1] += 0.0 if greedy_first else 6.0
+    with torch.no_grad():
+        v = model.encode(torch.randn(4, 40, 64), torch.tensor([40, 30, 20, 25]))
+        vs = v.repeat_interleave(3, 0)
+        model.eval()
+        greedy = greedy_search(model, v, 40)
+        model.train()
+        torch.manual_seed(1)
+        want = sample(model, vs, 40, sync_every=sync_every, return_states=True)
+        after = torch.rand(1)
+        torch.manual_seed(1)
+        both = sample(model, cat_encodings([v, vs]), 40, sync_every=sync_every, return_states=True, greedy_rows=4)
+        assert torch.equal(torch.rand(1), after)
+    # the case the parameter names: the greedy captions end first, or after the samples' last
+    assert greedy.size(1) < want.tokens.size(1) if greedy_first else greedy.size(1) > want.tokens.size(1) + 3
+    assert torch.equal(trimmed(both.rows(slice(0, 4))).tokens, greedy)
+    got = trimmed(both.rows(slice(4, None)))
+    assert torch.equal(got.tokens, want.tokens) and torch.equal(got.mask, want.mask)
+    for a, b in ((got.logprobs, want.logprobs), (got.entropy, want.entropy), (got.states, want.states)):
+        torch.testing.assert_close(a, b)  # the float rounding of a larger batch at most
+    with pytest.raises(ValueError, match="greedy_rows"):
+        sample(model, v, 12, greedy_rows=5)

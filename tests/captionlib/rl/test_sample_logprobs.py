@@ -10,6 +10,7 @@ from captionlib.decode.search import sample
 from captionlib.models.captioner import Captioner
 from captionlib.rl.actor_critic import ActorCritic
 from captionlib.rl.options import RLOptions
+from captionlib.rl import policy_gradient
 from captionlib.rl.policy_gradient import SCST, PolicyGradient, teacher_forced_logprobs
 from captionlib.rl.sle import SLE
 from captionlib.rl.train import train_rl
@@ -99,10 +100,53 @@ def test_with_dropout_the_samples_are_the_same(decoder):
     for how in ("loop", "recompute"):
         obj = OBJECTIVES["reinforce_plus"](how)
         torch.manual_seed(7)
-        outs[how] = obj.draw(model, v.repeat_interleave(4, 0))
+        outs[how] = obj.draw(model, v.repeat_interleave(4, 0))[1]
     assert torch.equal(outs["loop"].tokens, outs["recompute"].tokens)
     # the gradient's dropout masks are drawn anew: other log-probabilities of the same captions
     assert not torch.allclose(outs["loop"].logprobs, outs["recompute"].logprobs)
+
+
+WITH_GREEDY_BASELINE = {
+    "scst": lambda: SCST(WordSetReward(), Tokenizer(TOKENS), max_len=MAX_LEN, sample_logprobs="recompute"),
+    "scst_separate": lambda: SCST(WordSetReward(), Tokenizer(TOKENS), max_len=MAX_LEN, sample_logprobs="recompute",
+                                  baseline_encoding="separate"),
+    "reinforce_plus": lambda: PolicyGradient(WordSetReward(), Tokenizer(TOKENS), num_samples=3, baseline="greedy",
+                                             max_len=MAX_LEN, sample_logprobs="recompute"),
+    "sle": lambda: SLE(WordSetReward(), Tokenizer(TOKENS), num_samples=3, max_len=MAX_LEN, sample_logprobs="recompute"),
+}
+
+
+@pytest.mark.parametrize("objective", sorted(WITH_GREEDY_BASELINE))
+@pytest.mark.parametrize("decoder", sorted(DECODERS))
+def test_one_pass_of_baseline_and_samples_gives_the_two_passes_loss(decoder, objective, monkeypatch):
+    """On a device of joint_pass_devices (here the CPU, made one), the greedy baseline and the samples
+    are decoded in one pass (one call of sample, with greedy_rows): with decoder dropout on, the
+    rewards, loss and gradients are those of two passes (the same draws), up to float rounding."""
+    calls = []
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs.get("greedy_rows", 0))
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(policy_gradient, "sample", recorded)
+    results = []
+    for devices in ((), ("cpu",)):
+        model = _model(decoder, dropout=0.3)
+        obj = WITH_GREEDY_BASELINE[objective]()
+        obj.joint_pass_devices = devices
+        torch.manual_seed(4)
+        loss, stats = obj(model, _batch())
+        results.append((loss, stats, torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad],
+                                                          allow_unused=True)))
+    assert calls == [0, 3]  # the samples alone (the baseline by greedy_search), then both in one pass
+    (loss, stats, grads), (loss2, stats2, grads2) = results
+    assert stats2["reward"] == stats["reward"] and stats2["baseline"] == stats["baseline"]
+    assert stats2["sample_len"] == stats["sample_len"]
+    torch.testing.assert_close(loss2, loss)
+    for g, g2 in zip(grads, grads2):
+        assert (g is None) == (g2 is None)
+        if g is not None:
+            torch.testing.assert_close(g2, g)
 
 
 def test_objectives_that_do_not_read_it_refuse_it():

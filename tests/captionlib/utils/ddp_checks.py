@@ -156,9 +156,35 @@ def check_recomputed_logprobs_of_trimmed_samples():
     assert torch.equal(*after)  # the generators stay in step
 
 
+def check_greedy_rows_of_one_pass():
+    """sample(greedy_rows=...), the greedy baseline and the samples in one pass: each rank's
+    baseline rows and sample rows are one process's on the global batch, also after the samples
+    have all ended and the greedy rows go on alone (a vote of the ranks)."""
+    from captionlib.decode.search import sample
+    from captionlib.models.captioner import Captioner
+
+    torch.manual_seed(8)
+    model = Captioner(9, decoder_conf={"hidden_size": 8, "dropout": 0.3}, encoder_conf={"dropout": 0.0}).train()
+    v = torch.randn(5, model.embed_size)
+    with torch.no_grad():
+        torch.manual_seed(8)
+        ref = sample(model, torch.cat([v, v]), 30, greedy_rows=5)
+        assert ref.mask[:5, -1].all() and not ref.mask[5:, -1].any()  # the greedy rows outlast the samples
+        torch.manual_seed(8)
+        with du.row_sharded_randomness():
+            out = sample(model, torch.cat([v[BLOCK], v[BLOCK]]), 30, greedy_rows=ROWS[RANK])
+    n = ROWS[RANK]
+    assert torch.equal(out.tokens[:n], ref.tokens[BLOCK]) and torch.equal(out.tokens[n:], ref.tokens[5:][BLOCK])
+    close(out.logprobs[n:], ref.logprobs[5:][BLOCK])
+    after = [torch.zeros(1), torch.zeros(1)]
+    dist.all_gather(after, torch.rand(1))
+    assert torch.equal(*after)
+
+
 check_batchnorm()
 check_random_draws()
 check_recomputed_logprobs_of_trimmed_samples()
+check_greedy_rows_of_one_pass()
 check_padding_and_reduction()
 du.barrier()
 if RANK == 0:

@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
-from captionlib.utils.distributed import shard_batches
+from captionlib.models.captioner import Captioner
+from captionlib.utils.distributed import Dropout, eval_rows, eval_rows_exact, shard_batches
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,7 +39,8 @@ def test_shard_batches_merges_a_batch_smaller_than_the_ranks():
 
 def test_two_gloo_ranks_equal_one_process(tmp_path):
     """BatchNorm statistics and gradients, dropout masks (also channels-last), row-wise
-    uniforms, the loop-stop vote, padding, loss weighting, gradient sums and broadcasts."""
+    uniforms, the loop-stop vote, padding, loss weighting, gradient sums and broadcasts, and the
+    greedy baseline and samples decoded in one pass."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE.parents[2]))
     r = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -44,3 +48,30 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
         capture_output=True, text=True, timeout=600, env=env,
     )
     assert r.returncode == 0 and (tmp_path / "ok").exists(), (r.stdout + r.stderr)[-6000:]
+
+
+def test_eval_rows_leave_the_first_rows_and_draw_the_others_alone():
+    """Dropout inside eval_rows(k): rows < k pass unchanged, the others get the mask a call on
+    them alone draws, and k >= rows draws nothing; eval_rows_exact tells where that equals eval
+    mode for the first rows."""
+    x, drop = torch.randn(5, 3, 4) + 3, Dropout(0.5).train()
+    torch.manual_seed(1)
+    fresh, want, after = torch.rand(1), drop(x[2:]), torch.rand(1)
+    with eval_rows(2):
+        torch.manual_seed(1)
+        torch.rand(1)
+        got = drop(x)
+        assert torch.equal(got[:2], x[:2]) and torch.equal(got[2:], want) and not torch.equal(got[2:], x[2:])
+        assert torch.equal(torch.rand(1), after)
+        torch.manual_seed(1)
+        assert torch.equal(drop(x[:2]), x[:2]) and torch.equal(torch.rand(1), fresh)  # no draw at all
+    assert not torch.equal(drop(x), x)  # the block restores every row's dropout
+    decoders = [Captioner(9, decoder=d, decoder_conf=c) for d, c in (
+        ("gru", {}), ("att_lstm", {"hidden_size": 8}), ("transformer", {"num_layers": 1, "d_model": 16, "nhead": 2}))]
+    assert all(eval_rows_exact(m.decoder) for m in decoders)
+    attention = Captioner(9, decoder="transformer", decoder_conf={"num_layers": 1, "d_model": 16, "nhead": 2,
+                                                                   "attention_dropout": 0.1})
+    assert not eval_rows_exact(attention.decoder)
+    assert not eval_rows_exact(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1)))
+    assert not eval_rows_exact(nn.Sequential(nn.BatchNorm1d(2)))
+    assert eval_rows_exact(nn.Sequential(nn.Dropout(0.0), Dropout(0.3), nn.LayerNorm(2)))
