@@ -42,7 +42,9 @@ def compiled(fn: Callable, mode: str) -> Callable:
 
     The decoder steps and :func:`_draw_step` are written without host synchronisation or
     data-dependent shapes, so each traces into a single graph, with the batch size and a
-    Transformer cache's length as symbols (one graph serves every batch and position);
+    Transformer cache's length as symbols (one graph serves every batch and position; but
+    :func:`sample`'s ``greedy_rows``, which ``Dropout`` reads as a constant, costs versions of
+    its own per value, about 3 for a Transformer);
     ``reduce-overhead`` replays it as a CUDA graph (one launch per step instead of one per
     kernel; CUDA graph trees record one per shape and call position). They start a new
     iteration at each call without a pending backward pass (greedy decoding under

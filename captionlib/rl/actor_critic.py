@@ -271,7 +271,7 @@ class ActorCritic(SampledObjective):
         n = self.num_samples
         vv = v.repeat_interleave(n, 0)
         with torch.no_grad() if warm else nullcontext():
-            words, out = self.draw(model, vv)
+            words, out = self.draw(model, vv, words=self.embedding is None)  # the embedding reward reads tokens
         mask = out.mask
         stats: Dict[str, float] = {}
         own_loss = mask.new_zeros(())

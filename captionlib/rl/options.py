@@ -56,8 +56,9 @@ class RLOptions(TrainOptions):
         "loop", "scst, reinforce_plus, sle, ac, multitask: the samples' log-probabilities from the sampling loop "
                 "(loop: a backward pass through every decoding step) or recomputed by one teacher-forced decoder "
                 "pass over the samples drawn without gradients (recompute: one pass and one backward, as XE's; the "
-                "same samples, but decoder dropout draws other masks for the gradient; on a GPU the greedy baseline "
-                "is decoded in the samples' pass)", PG, SAMPLE_LOGPROBS)
+                "same samples, but decoder dropout draws other masks for the gradient; on a GPU a greedy baseline is "
+                "decoded in the samples' pass where the decoder's only training-mode behaviour is dropout)", PG,
+        SAMPLE_LOGPROBS)
     entropy_weight: float = option(
         0.0, "scst, reinforce_plus: weight of the maximum-entropy regularization, SLL-ME (seed 001, table 2: 0.01; "
              "0: off)", PG, valid=">= 0")

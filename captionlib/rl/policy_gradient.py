@@ -25,7 +25,7 @@ teacher-forced decoder pass over the captions sampled without gradients
 """
 
 import logging
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -167,18 +167,19 @@ class SampledObjective(nn.Module):
             ValueError: in subclasses, naming the option.
         """
 
-    def draw(self, model, v: torch.Tensor) -> Tuple[List[List[str]], SampleOutput]:
+    def draw(self, model, v: torch.Tensor, words: bool = True) -> Tuple[Optional[List[List[str]]], SampleOutput]:
         """One caption sampled per row of ``v`` (rows, embed), at ``temperature``: its words (a
-        list per row) and its :class:`~captionlib.decode.search.SampleOutput` (rows, length), with
-        log-probabilities and entropies as ``sample_logprobs`` says (differentiable where gradients
-        are enabled). With ``recompute`` the words are read before the teacher-forced pass is
-        queued: on a GPU the reward's work on the CPU then overlaps that pass."""
+        list per row; ``None`` if ``words`` is false) and its
+        :class:`~captionlib.decode.search.SampleOutput` (rows, length), with log-probabilities and
+        entropies as ``sample_logprobs`` says (differentiable where gradients are enabled). With
+        ``recompute`` the words are read before the teacher-forced pass is queued: on a GPU the
+        reward's work on the CPU then overlaps that pass."""
         if self.sample_logprobs == "loop":
             out = sample(model, v, self.max_len, temperature=self.temperature)
-            return self.words(out.tokens), out
+            return self.words(out.tokens) if words else None, out
         with torch.no_grad():
             out = sample(model, v, self.max_len, temperature=self.temperature)
-        return self.words(out.tokens), teacher_forced_logprobs(model, v, out, self.max_len)
+        return self.words(out.tokens) if words else None, teacher_forced_logprobs(model, v, out, self.max_len)
 
     def words(self, tokens: torch.Tensor) -> List[List[str]]:
         """Token id rows (batch, length) -> lists of words (cut at eos)."""

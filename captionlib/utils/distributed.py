@@ -238,7 +238,12 @@ def eval_rows(rows: int) -> Iterator[None]:
 
     Args:
         rows: >= 0; 0: every row as the module's mode says (the default).
+
+    Raises:
+        ValueError: ``rows`` < 0.
     """
+    if rows < 0:
+        raise ValueError(f"eval_rows needs rows >= 0, got {rows}")
     previous = _ROWS["eval_rows"]
     _ROWS["eval_rows"] = rows
     try:
@@ -249,18 +254,34 @@ def eval_rows(rows: int) -> Iterator[None]:
 
 def eval_rows_exact(module: nn.Module) -> bool:
     """Whether, under :func:`eval_rows`, the first rows of ``module``'s training-mode output are
-    its eval-mode output for them: its only training-mode behaviour is dropout by
-    :class:`Dropout` (no other ``nn.Dropout`` with p > 0, no ``nn.MultiheadAttention`` with
-    attention dropout, no batch norm, whose statistics mix the rows). Dropout called
-    as a function inside a module's ``forward`` cannot be seen: the decoders here use modules."""
+    its eval-mode output for them: every leaf module (one without children) is of a kind that
+    acts alike in both modes (:data:`_MODE_FREE`, dropout with p = 0, ``nn.GRU``/``nn.LSTM``
+    without inter-layer dropout) or is :class:`Dropout`, and every ``nn.MultiheadAttention`` has
+    no attention dropout. Any other leaf (batch norm, whose statistics mix the rows, other
+    dropouts, ``nn.RReLU``, a module of unknown kind) answers no. The code of a module with
+    children is not read: its ``forward`` must not branch on ``self.training`` itself (the
+    decoders here do not; the Transformer's attention dropout reads its ``MultiheadAttention``)."""
     for m in module.modules():
-        if isinstance(m, nn.Dropout) and not isinstance(m, Dropout) and m.p > 0:
-            return False
         if isinstance(m, nn.MultiheadAttention) and m.dropout > 0:
             return False
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):  # its statistics mix the rows
+        if any(True for _ in m.children()) or isinstance(m, Dropout):
+            continue
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            if m.p > 0:
+                return False
+        elif isinstance(m, nn.RNNBase):
+            if m.dropout > 0 and m.num_layers > 1:
+                return False
+        elif not isinstance(m, _MODE_FREE):
             return False
     return True
+
+
+#: leaf modules that compute the same in training and eval mode (:func:`eval_rows_exact`); the
+#: activation modules of ``torch.nn`` but ``nn.RReLU`` (random slopes in training)
+_MODE_FREE = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Identity, nn.RNNCellBase, nn.Flatten, nn.Unflatten,
+              nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Softmax, nn.LogSoftmax, nn.ELU, nn.LeakyReLU,
+              nn.GLU, nn.Mish, nn.Hardtanh, nn.Softplus)
 
 
 def row_sharded() -> bool:

@@ -96,10 +96,12 @@ def test_compiled_pass_of_baseline_and_samples_matches_eager(decoder, conf):
 
 @pytest.mark.parametrize("decoder, conf", DECODERS)
 def test_a_training_run_stays_within_the_recompile_limit(decoder, conf):
-    """RL updates (sampled in training mode, greedy baselines in eval mode without gradients)
-    with other batch sizes, temperatures and top-k, then validation batches of 3, 2 and 1
-    clips: dynamo compiles a few versions, never past its limit (its default of 8 versions
-    was reached by a Transformer's run; ``fullgraph`` then raises)."""
+    """RL updates (sampled in training mode, greedy baselines in eval mode without gradients,
+    then both in one pass without gradients, as on a GPU with --sample_logprobs recompute) with
+    other batch sizes, temperatures and top-k, then validation batches of 3, 2 and 1 clips: dynamo
+    compiles a few versions, never past its limit (its default of 8 versions was reached by a
+    Transformer's run; ``fullgraph`` then raises). The one pass costs versions per batch size
+    (``greedy_rows`` is read as a constant)."""
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(0)
@@ -113,6 +115,9 @@ def test_a_training_run_stays_within_the_recompile_limit(decoder, conf):
         model.train()
         v = encode(n)
         out = sample(model, v.repeat_interleave(2, 0), 8, temperature=temperature, top_k=top_k)
+        with torch.no_grad():
+            sample(model, cat_encodings([v, v.repeat_interleave(2, 0)]), 8, temperature=temperature, top_k=top_k,
+                   greedy_rows=n)
         model.eval()
         with torch.no_grad():
             greedy_search(model, v, 8)

@@ -116,14 +116,21 @@ class _Recording:
                 static.copy_(new)
 
 
+def _recorded_capture(model, parts, v, settings):
+    """Stands in for ``cuda_graph._capture``: a :class:`_Recording` of the loop on static copies
+    of ``parts``."""
+    inputs = [t.clone() for t in parts]
+    graph = _Recording(model, cuda_graph.with_parts(v, inputs), settings)
+    return cuda_graph._Graph(graph, inputs, graph.output)
+
+
 def test_the_cache_copies_inputs_in_and_clones_trimmed_outputs_out(monkeypatch):
     captures = []
 
-    def capture(model, parts, v, settings):
-        inputs = [t.clone() for t in parts]
-        graph = _Recording(model, cuda_graph.with_parts(v, inputs), settings)
-        captures.append(graph)
-        return cuda_graph._Graph(graph, inputs, graph.output)
+    def capture(*args):
+        entry = _recorded_capture(*args)
+        captures.append(entry.graph)
+        return entry
 
     monkeypatch.setattr(cuda_graph, "replayable", lambda v: not torch.is_grad_enabled())
     monkeypatch.setattr(cuda_graph, "_capture", capture)
@@ -146,6 +153,27 @@ def test_the_cache_copies_inputs_in_and_clones_trimmed_outputs_out(monkeypatch):
         model.decoder.train()  # a module's mode (dropout) is part of the key, not only the model's flag
         cuda_graph.graphed_sample(model, v1, 12, True, 1.0, 0, False)
         assert len(captures) == 5
+
+
+@pytest.mark.parametrize("decoder, conf", DECODERS)
+def test_a_graphed_pass_of_a_baseline_and_samples_keeps_the_baseline_rows_greedy(decoder, conf, monkeypatch):
+    """sample(compile_mode="cuda-graph", greedy_rows=k) in training mode, through the cache with the
+    capture replaced by a recording: the first k rows are the eval-mode greedy captions (arg-max
+    and no dropout reach the captured loop), the others samples."""
+    monkeypatch.setattr(cuda_graph, "replayable", lambda v: not torch.is_grad_enabled())
+    monkeypatch.setattr(cuda_graph, "_capture", _recorded_capture)
+    monkeypatch.setattr(cuda_graph, "_GRAPHS", type(cuda_graph._GRAPHS)())
+    model = _model(decoder, {**conf, "dropout": 0.3}).eval()
+    with torch.no_grad():
+        v = model.encode(FEATS, LENS)
+        greedy = sample(model, v, 12, greedy=True)
+        model.train()
+        torch.manual_seed(3)
+        both = sample(model, cat_encodings([v, v.repeat_interleave(2, 0)]), 12, compile_mode="cuda-graph",
+                      greedy_rows=6)
+    assert len(cuda_graph._GRAPHS) == 1 and both.states is None
+    assert torch.equal(trimmed(both.rows(slice(0, 6))).tokens, greedy.tokens)
+    assert both.mask[6:, 0].all() and not torch.equal(both.tokens[6:12], both.tokens[12:])  # drawn rows
 
 
 def test_a_failed_capture_is_logged_once_and_the_process_decodes_eagerly(monkeypatch, caplog):

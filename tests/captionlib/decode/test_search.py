@@ -296,7 +296,9 @@ def test_sample_on_cpu_is_the_per_step_loop_for_any_sync_every(decoder, conf):
 ])
 @pytest.mark.parametrize("greedy_first", [False, True])
 @pytest.mark.parametrize("sync_every", [1, 3])
-def test_greedy_rows_are_the_two_passes_of_a_baseline_and_samples(decoder, conf, greedy_first, sync_every):
+@pytest.mark.parametrize("temperature, top_k", [(1.0, 0), (1.3, 3)])
+def test_greedy_rows_are_the_two_passes_of_a_baseline_and_samples(decoder, conf, greedy_first, sync_every,
+                                                                   temperature, top_k):
     """sample(greedy_rows=k) in training mode: its first k rows are the eval-mode greedy captions,
     the others the samples of a separate pass (dropout on, same seed), and the generator ends where
     that pass leaves it, whether the greedy rows end first or outlast the samples (then they go on
@@ -316,10 +318,11 @@ def test_greedy_rows_are_the_two_passes_of_a_baseline_and_samples(decoder, conf,
         greedy = greedy_search(model, v, 40)
         model.train()
         torch.manual_seed(1)
-        want = sample(model, vs, 40, sync_every=sync_every, return_states=True)
+        want = sample(model, vs, 40, sync_every=sync_every, return_states=True, temperature=temperature, top_k=top_k)
         after = torch.rand(1)
         torch.manual_seed(1)
-        both = sample(model, cat_encodings([v, vs]), 40, sync_every=sync_every, return_states=True, greedy_rows=4)
+        both = sample(model, cat_encodings([v, vs]), 40, sync_every=sync_every, return_states=True, greedy_rows=4,
+                      temperature=temperature, top_k=top_k)
         assert torch.equal(torch.rand(1), after)
     # the case the parameter names: the greedy captions end first, or after the samples' last
     assert greedy.size(1) < want.tokens.size(1) if greedy_first else greedy.size(1) > want.tokens.size(1) + 3

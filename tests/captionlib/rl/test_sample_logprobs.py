@@ -122,14 +122,8 @@ def test_one_pass_of_baseline_and_samples_gives_the_two_passes_loss(decoder, obj
     """On a device of joint_pass_devices (here the CPU, made one), the greedy baseline and the samples
     are decoded in one pass (one call of sample, with greedy_rows): with decoder dropout on, the
     rewards, loss and gradients are those of two passes (the same draws), up to float rounding."""
-    calls = []
-
-    def recorded(*args, **kwargs):
-        calls.append(kwargs.get("greedy_rows", 0))
-        return sample(*args, **kwargs)
-
-    monkeypatch.setattr(policy_gradient, "sample", recorded)
-    results = []
+    calls = _recorded_sample_calls(monkeypatch)
+    results, candidates = [], []
     for devices in ((), ("cpu",)):
         model = _model(decoder, dropout=0.3)
         obj = WITH_GREEDY_BASELINE[objective]()
@@ -138,7 +132,9 @@ def test_one_pass_of_baseline_and_samples_gives_the_two_passes_loss(decoder, obj
         loss, stats = obj(model, _batch())
         results.append((loss, stats, torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad],
                                                           allow_unused=True)))
+        candidates.append(obj.reward.calls[0][1])
     assert calls == [0, 3]  # the samples alone (the baseline by greedy_search), then both in one pass
+    assert candidates[1] == candidates[0]  # the samples' and the baseline's words
     (loss, stats, grads), (loss2, stats2, grads2) = results
     assert stats2["reward"] == stats["reward"] and stats2["baseline"] == stats["baseline"]
     assert stats2["sample_len"] == stats["sample_len"]
@@ -147,6 +143,31 @@ def test_one_pass_of_baseline_and_samples_gives_the_two_passes_loss(decoder, obj
         assert (g is None) == (g2 is None)
         if g is not None:
             torch.testing.assert_close(g2, g)
+
+
+def _recorded_sample_calls(monkeypatch):
+    """The ``greedy_rows`` of each call of ``sample`` by the objectives (0 when not given)."""
+    calls = []
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs.get("greedy_rows", 0))
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(policy_gradient, "sample", recorded)
+    return calls
+
+
+@pytest.mark.parametrize("case", ["attention_dropout", "loop"])
+def test_two_passes_where_one_would_not_equal_them(case, monkeypatch):
+    """On a device of joint_pass_devices, still two passes for a decoder whose eval mode differs
+    in more than Dropout (attention dropout) and for samples with gradients (sample_logprobs loop)."""
+    calls = _recorded_sample_calls(monkeypatch)
+    model = _model("transformer", dropout=0.3, **({"attention_dropout": 0.1} if case == "attention_dropout" else {}))
+    obj = SCST(WordSetReward(), Tokenizer(TOKENS), max_len=MAX_LEN,
+               sample_logprobs="loop" if case == "loop" else "recompute")
+    obj.joint_pass_devices = ("cpu",)
+    obj(model, _batch())
+    assert calls == [0]
 
 
 def test_objectives_that_do_not_read_it_refuse_it():

@@ -159,17 +159,19 @@ def check_recomputed_logprobs_of_trimmed_samples():
 def check_greedy_rows_of_one_pass():
     """sample(greedy_rows=...), the greedy baseline and the samples in one pass: each rank's
     baseline rows and sample rows are one process's on the global batch, also after the samples
-    have all ended and the greedy rows go on alone (a vote of the ranks)."""
+    have all ended and the greedy rows go on alone: rank 0's had ended by then, rank 1's had not,
+    so both must vote on going on (a rank deciding alone would leave the other in a collective)."""
     from captionlib.decode.search import sample
     from captionlib.models.captioner import Captioner
 
-    torch.manual_seed(8)
+    torch.manual_seed(32)
     model = Captioner(9, decoder_conf={"hidden_size": 8, "dropout": 0.3}, encoder_conf={"dropout": 0.0}).train()
     v = torch.randn(5, model.embed_size)
     with torch.no_grad():
         torch.manual_seed(8)
         ref = sample(model, torch.cat([v, v]), 30, greedy_rows=5)
-        assert ref.mask[:5, -1].all() and not ref.mask[5:, -1].any()  # the greedy rows outlast the samples
+        ends = ref.mask.sum(1)  # rank 0's greedy rows end with the samples at the latest, rank 1's after them
+        assert ends[:3].max() <= ends[5:].max() < ends[3:5].max() < 30, ends
         torch.manual_seed(8)
         with du.row_sharded_randomness():
             out = sample(model, torch.cat([v[BLOCK], v[BLOCK]]), 30, greedy_rows=ROWS[RANK])

@@ -72,6 +72,12 @@ def test_eval_rows_leave_the_first_rows_and_draw_the_others_alone():
     attention = Captioner(9, decoder="transformer", decoder_conf={"num_layers": 1, "d_model": 16, "nhead": 2,
                                                                    "attention_dropout": 0.1})
     assert not eval_rows_exact(attention.decoder)
-    assert not eval_rows_exact(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1)))
-    assert not eval_rows_exact(nn.Sequential(nn.BatchNorm1d(2)))
-    assert eval_rows_exact(nn.Sequential(nn.Dropout(0.0), Dropout(0.3), nn.LayerNorm(2)))
+    for other in (nn.Dropout(0.1), nn.Dropout2d(0.1), nn.AlphaDropout(0.1), nn.BatchNorm1d(2), nn.RReLU(),
+                  nn.GRU(2, 2, num_layers=2, dropout=0.1), nn.InstanceNorm1d(2, track_running_stats=True),
+                  type("Custom", (nn.Module,), {})()):  # a leaf of unknown kind
+        assert not eval_rows_exact(nn.Sequential(nn.Linear(2, 2), other)), other
+    assert eval_rows_exact(nn.Sequential(nn.Dropout(0.0), Dropout(0.3), nn.LayerNorm(2), nn.GELU(),
+                                         nn.LSTM(2, 2, num_layers=2), nn.GRU(2, 2, dropout=0.0)))
+    with pytest.raises(ValueError, match="rows >= 0"):
+        with eval_rows(-1):
+            pass
