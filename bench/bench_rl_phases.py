@@ -10,7 +10,9 @@ reward as ``bench_train.py`` (its ``Setup``):
 - SCST with ``--sample_logprobs recompute`` (the cheapest RL path): encoder forward, greedy
   baseline (eval mode, no gradients), its words (device-to-host copy), the samples (no
   gradients), their words, the CIDEr-D reward (CPU), the teacher-forced pass of the samples,
-  backward, Adam step; eager, and with each ``--decode_compile MODE`` given;
+  backward, Adam step; eager, and with each ``--decode_compile MODE`` given. Where the objective
+  decodes the baseline and the samples in one pass (``SampledObjective.one_pass``: on a GPU, or
+  with ``--one_pass``), that pass and its words are one phase each;
 - two one-off costs for comparison: one sampling pass over twice the rows (what decoding the
   greedy baseline and the samples in one batched pass would cost) and one over the rows alone.
 
@@ -19,7 +21,7 @@ of a few SCST updates of the last mode given to FILE.
 
 Usage:
     python bench/bench_rl_phases.py [--device cuda] [--decode_compile reduce-overhead cuda-graph] [--reps 10]
-        [--profile FILE]
+        [--profile FILE] [--one_pass]
 """
 
 import argparse
@@ -37,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_train  # noqa: E402
 from captionlib.decode.options import COMPILE_MODES  # noqa: E402
-from captionlib.decode.search import greedy_search, sample  # noqa: E402
+from captionlib.decode.search import greedy_search, sample, trimmed  # noqa: E402
 from captionlib.models.captioner import xe_loss, xe_targets  # noqa: E402
 from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss, teacher_forced_logprobs  # noqa: E402
 
@@ -58,6 +60,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode_compile", choices=COMPILE_MODES, nargs="+", default=["none"],
                    help="also split the SCST update with its sampling compiled so (one or more modes)")
     p.add_argument("--profile", help="write torch.profiler tables of SCST updates here")
+    p.add_argument("--one_pass", action="store_true",
+                   help="decode SCST's greedy baseline and samples in one pass on any device (by default where the "
+                        "objective does so: SampledObjective.joint_pass_devices, GPUs)")
     return p
 
 
@@ -101,18 +106,28 @@ def scst_phases(obj: PolicyGradient, model, opt, batch, clock: Clock) -> None:
     clock.start()
     v = model.encode(feats, lens)
     clock.mark("encoder forward")
-    model.eval()
-    with torch.no_grad():
-        greedy = greedy_search(model, v.detach(), obj.max_len)
-    model.train()
-    clock.mark("greedy baseline (decoding)")
-    greedy_words = obj.words(greedy)
-    clock.mark("greedy baseline (words)")
-    with torch.no_grad():
-        out = sample(model, v, obj.max_len, temperature=obj.temperature)
-    clock.mark("samples (decoding)")
-    words = obj.words(out.tokens)
-    clock.mark("samples (words)")
+    if obj.one_pass(model, v):
+        with torch.no_grad():
+            both = sample(model, torch.cat([v.detach(), v]), obj.max_len, temperature=obj.temperature,
+                          greedy_rows=len(clips))
+        clock.mark("greedy baseline and samples, one pass (decoding)")
+        out = trimmed(both.rows(slice(len(clips), None)))
+        words = obj.words(both.tokens)
+        greedy_words, words = words[: len(clips)], words[len(clips):]
+        clock.mark("greedy baseline and samples, one pass (words)")
+    else:
+        model.eval()
+        with torch.no_grad():
+            greedy = greedy_search(model, v.detach(), obj.max_len)
+        model.train()
+        clock.mark("greedy baseline (decoding)")
+        greedy_words = obj.words(greedy)
+        clock.mark("greedy baseline (words)")
+        with torch.no_grad():
+            out = sample(model, v, obj.max_len, temperature=obj.temperature)
+        clock.mark("samples (decoding)")
+        words = obj.words(out.tokens)
+        clock.mark("samples (words)")
     r_all = obj.rewards(clips + clips, words + greedy_words, v.device)
     clock.mark("CIDEr-D reward")
     out = teacher_forced_logprobs(model, v, out, obj.max_len)
@@ -156,6 +171,8 @@ def main(argv=None) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-6)
     model.train()
     scst = PolicyGradient(bench_train.cider_reward(s), s.tok, sample_logprobs="recompute")
+    if args.one_pass:
+        scst.joint_pass_devices = (bench_train.DEVICE.type,)
     gpu = f", {torch.cuda.get_device_name(bench_train.DEVICE)}" if bench_train.DEVICE.type == "cuda" else ""
     print(f"# bench_rl_phases: torch {torch.__version__}, device {bench_train.DEVICE}{gpu}, batch {args.batch_size}; "
           f"mean of {args.reps} after two warm-ups; the device synchronised at each phase's end")

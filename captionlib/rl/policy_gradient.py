@@ -216,14 +216,20 @@ class SampledObjective(nn.Module):
         model.train(was_training)
         return v
 
+    def one_pass(self, model, v: torch.Tensor) -> bool:
+        """Whether :meth:`baseline_and_samples` decodes the baseline and the samples of the clips
+        ``v`` (batch, embed) in one pass: ``sample_logprobs: recompute``, ``v`` on a device of
+        :attr:`joint_pass_devices`, and :func:`eval_rows_exact` of the decoder."""
+        return (self.sample_logprobs == "recompute" and pooled(v).device.type in self.joint_pass_devices
+                and eval_rows_exact(model.decoder))
+
     def baseline_and_samples(self, model, v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor,
                              n: int) -> Tuple[List[List[str]], List[List[str]], SampleOutput]:
         """The greedy baseline (:meth:`greedy_words`) and :meth:`draw`'s ``n`` samples per clip of ``v``
         (batch, embed), clip-major (batch * n rows).
 
-        With ``sample_logprobs: recompute``, ``v`` on a device of :attr:`joint_pass_devices` and a
-        decoder whose only training-mode behaviour is dropout (:func:`eval_rows_exact`), both are
-        decoded in one pass without gradients (:func:`~captionlib.decode.search.sample`'s
+        Where :meth:`one_pass` says so (``sample_logprobs: recompute`` on a GPU, a decoder whose
+        only training-mode behaviour is dropout), both are decoded in one pass without gradients (:func:`~captionlib.decode.search.sample`'s
         ``greedy_rows``: the baseline's rows arg-max and without dropout) before the samples'
         log-probabilities are recomputed: the captions and random draws of two passes, up to the float
         rounding of a larger batch. Otherwise two passes, the baseline's in eval mode.
@@ -233,8 +239,7 @@ class SampledObjective(nn.Module):
             :class:`~captionlib.decode.search.SampleOutput` (batch * n rows), as :meth:`draw`'s.
         """
         vs = v.repeat_interleave(n, 0)
-        if not (self.sample_logprobs == "recompute" and pooled(v).device.type in self.joint_pass_devices
-                and eval_rows_exact(model.decoder)):
+        if not self.one_pass(model, v):
             return (self.greedy_words(model, v, feats, lens), *self.draw(model, vs))
         vg = self.baseline_input(model, v, feats, lens)
         k = vg.size(0)
