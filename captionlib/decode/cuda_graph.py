@@ -194,6 +194,5 @@ def graphed_sample(model, v, max_len: int, greedy: bool, temperature: float, top
     for static, t in zip(entry.inputs, parts):
         static.copy_(t)
     entry.graph.replay()
-    out = trimmed(entry.output)  # views of the graph's static outputs, overwritten by its next replay
-    return SampleOutput(*(None if x is None else x.clone() for x in
-                          (out.tokens, out.logprobs, out.mask, out.entropy, out.states)))
+    # views of the graph's static outputs, overwritten by its next replay: cloned out
+    return trimmed(entry.output).map(torch.Tensor.clone)

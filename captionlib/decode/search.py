@@ -120,10 +120,14 @@ class SampleOutput:
     entropy: torch.Tensor
     states: Optional[torch.Tensor] = None
 
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> "SampleOutput":
+        """``fn`` applied to every field (``states`` stays ``None`` when it is)."""
+        return SampleOutput(*(None if x is None else fn(x) for x in
+                              (self.tokens, self.logprobs, self.mask, self.entropy, self.states)))
+
     def rows(self, index) -> "SampleOutput":
         """These rows (an index of axis 0, e.g. a slice) of every field."""
-        return SampleOutput(*(None if x is None else x[index] for x in
-                              (self.tokens, self.logprobs, self.mask, self.entropy, self.states)))
+        return self.map(lambda x: x[index])
 
 
 def draw_categorical(logp: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -323,8 +327,7 @@ def trimmed(out: SampleOutput) -> SampleOutput:
     """``out`` without its columns after the last row's eos (one device-to-host copy): the
     columns where some row was alive are a prefix."""
     n = int((out.mask > 0).any(0).sum())
-    return SampleOutput(tokens=out.tokens[:, :n], logprobs=out.logprobs[:, :n], mask=out.mask[:, :n],
-                        entropy=out.entropy[:, :n], states=None if out.states is None else out.states[:, :n])
+    return out.map(lambda x: x[:, :n])
 
 
 @torch.no_grad()

@@ -24,8 +24,9 @@ teacher-forced decoder pass over the captions sampled without gradients
   seed tuned the weight among 1e-1, 1e-2, 1e-3 and chose 1e-2).
 """
 
+import contextlib
 import logging
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -65,6 +66,18 @@ def check_baseline(baseline: str, num_samples: int) -> None:
         raise ValueError(f"baseline must be greedy or mean, got {baseline!r}")
     if baseline == "mean" and num_samples < 2:
         raise ValueError("baseline 'mean' needs num_samples >= 2")
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode and no gradients within the block; its mode restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
 
 
 def teacher_forced_logprobs(model, v: torch.Tensor, out: SampleOutput, max_len: int) -> SampleOutput:
@@ -196,12 +209,9 @@ class SampledObjective(nn.Module):
         """Greedy captions decoded in eval mode under ``no_grad`` (the self-critical baseline),
         from ``v`` (batch, embed) or from a fresh encoding of ``feats`` (batch, frames,
         n_mels) / ``lens`` (batch,), as ``baseline_encoding`` says."""
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            words = self.words(greedy_search(model, self.baseline_input(model, v, feats, lens), self.max_len))
-        model.train(was_training)
-        return words
+        v = self.baseline_input(model, v, feats, lens)
+        with _eval_mode(model):
+            return self.words(greedy_search(model, v, self.max_len))
 
     def baseline_input(self, model, v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
         """The encoding the greedy baseline decodes: ``v`` detached (``baseline_encoding: shared``) or,
@@ -209,12 +219,8 @@ class SampledObjective(nn.Module):
         without gradients."""
         if self.baseline_encoding == "shared":
             return v.detach()
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            v = model.encode(feats, lens)
-        model.train(was_training)
-        return v
+        with _eval_mode(model):
+            return model.encode(feats, lens)
 
     def one_pass(self, model, v: torch.Tensor) -> bool:
         """Whether :meth:`baseline_and_samples` decodes the baseline and the samples of the clips
