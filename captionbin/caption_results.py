@@ -7,8 +7,9 @@ One row per (model dir, decode tag, test set), found as
 and the ``paper`` each model comes from. Skipped metrics are marked ``skipped`` with their
 reasons listed under the table. Below it, each RL model nested in an XE dir is compared
 with that XE model by a paired bootstrap on per-clip CIDEr-D (``per_clip.json``, Koehn
-2004; 10000 resamples, seed 0). No date or environment is written, so the output is
-deterministic.
+2004; 10000 resamples, seed 0), and the environments that trained the models are listed (code
+revision, torch, Python, device: each model dir's ``env.yaml``). No date or host is written, so
+the output is deterministic.
 
 Usage:
     python -m captionbin.caption_results --exp_dir exp --output RESULTS.md

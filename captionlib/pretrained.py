@@ -8,7 +8,8 @@ outside the recipe into one zip archive:
 member                    content
 ========================  ================================================================
 ``manifest.json``         format/version, recipe, git revision, UTC date, the source model
-                          file, the metrics of the decode it was packed from (score.json),
+                          file, the environments that trained it (its dir's ``env.yaml``,
+                          :mod:`captionlib.utils.provenance`), the metrics of the decode it was packed from (score.json),
                           the sample rates of the training audio, the torchvision CNN
                           weights file the features need (name, size, SHA-256), and every
                           member's size and SHA-256
@@ -60,7 +61,6 @@ import io
 import json
 import logging
 import os
-import subprocess
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +72,7 @@ import yaml
 from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.decode.options import check_decode_options
 from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, safe_unpickle
+from captionlib.utils.provenance import git_revision, run_environments
 
 PathLike = Union[str, Path]
 
@@ -103,15 +104,6 @@ IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "bmp", "gif", "tif", "tiff", "webp", "
 VIDEO_EXTENSIONS = ("mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg", "mpeg", "wmv", "flv", "ogv", "3gp", "gif")
 POOL_BATCHES = 8  # batches of features computed (and sorted by length) at a time
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive (npz, torch files, packed models)
-
-
-def git_revision(cwd: Optional[PathLike] = None) -> str:
-    """``git rev-parse HEAD`` in ``cwd`` (default: the current directory), or ``"unknown"``."""
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else "unknown"
 
 
 def audio_sample_rates(wav_scp: PathLike) -> Dict[int, int]:
@@ -198,6 +190,7 @@ def pack_model(
         "version": PACKED_VERSION,
         "recipe": recipe,
         "git_revision": revision if revision is not None else git_revision(),
+        "train_environment": run_environments(Path(train_config).parent),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_file": str(model_file),
         "metrics": dict(metrics) if metrics is not None else None,

@@ -26,10 +26,12 @@ CONF = {"vocab_size": len(TOKENS), "encoder_conf": {"rnn_units": 8}, "decoder_co
 FEATS_CONFIG = {"feats_type": "logmel", "n_mels": 64, "n_fft": 2048, "win_length_s": 0.04,
                 "hop_length_s": 0.02, "fs": None}
 DECODE_CONFIG = {"beam_size": 2, "batch_size": 2, "max_len": 8}
+TRAIN_ENV = {"captionlib": "0.1.0", "git_revision": "unknown", "git_modified": None, "python": "3.12.3",
+             "torch": "2.13.0+cpu", "cuda": None, "device": "cpu"}
 
 
 def make_recipe(root: Path, seed: int = 0, feats_config: dict = FEATS_CONFIG) -> dict:
-    """Write a miniature recipe dir under ``root``: model file + config.yaml in exp/xe_x, the
+    """Write a miniature recipe dir under ``root``: model file, config.yaml, env.yaml in exp/xe_x, the
     stats files, conf/{feats_logmel,decode}.yaml, data/train/wav.scp (the fixture clips) and
     a score.json. Returns their paths as strings."""
     root.mkdir(parents=True, exist_ok=True)
@@ -43,6 +45,7 @@ def make_recipe(root: Path, seed: int = 0, feats_config: dict = FEATS_CONFIG) ->
     exp.mkdir(parents=True)
     torch.save(model_file_dict(model, CONF, TOKENS, epoch=1), exp / "valid.cider_d.best.pth")
     (exp / "config.yaml").write_text(yaml.safe_dump({"max_epoch": 1, "model_conf": CONF}))
+    (exp / "env.yaml").write_text(yaml.safe_dump(TRAIN_ENV))
     stats = root / "exp" / "stats_logmel"
     stats.mkdir(parents=True)
     np.savez(stats / "feats_stats.npz", mean=mean, std=std, count=np.array(len(feats)))

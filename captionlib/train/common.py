@@ -27,6 +27,7 @@ from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
 from captionlib.utils.fileio import atomic_write_text
 from captionlib.utils.memory import limit_heap_growth
+from captionlib.utils.provenance import keep_previous
 
 
 def epoch_batches(
@@ -250,14 +251,11 @@ def write_config(opts: TrainOptions) -> None:
         changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in dict.fromkeys([*old, *new])
                    if k not in RUNTIME_OPTIONS and old.get(k, defaults.get(k)) != new.get(k)]
         if changed:
-            n = 1
-            while (out / f"config.yaml.{n}").exists():
-                n += 1
-            os.replace(path, out / f"config.yaml.{n}")
+            kept = keep_previous(path)
             logging.warning(
-                "%s resumes with other options than it started with (kept as config.yaml.%d): %s. The optimizer and "
+                "%s resumes with other options than it started with (kept as %s): %s. The optimizer and "
                 "scheduler states of latest.pth keep their own values (e.g. the learning rate); remove %s to train "
-                "afresh with the new options", out, n, "; ".join(changed), out)
+                "afresh with the new options", out, kept.name, "; ".join(changed), out)
     atomic_write_text(path, yaml.safe_dump(new, sort_keys=False))
 
 

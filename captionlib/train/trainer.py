@@ -8,7 +8,10 @@ TensorBoard scalars), validation, then checkpoints written atomically:
   continues after the last finished epoch, and a finished one returns at once;
 * ``<N>epoch.pth``: model file of epoch N (kept for the ``keep_nbest`` best epochs);
 * ``valid.<metric>.best.pth``: model file of the best epoch per validation metric;
-* ``history.json``: per-epoch train/valid statistics (read by checkpoint averaging).
+* ``history.json``: per-epoch train/valid statistics (read by checkpoint averaging);
+* ``env.yaml``: the code's git revision and the library versions, written when epochs are
+  about to be trained (a resume in another environment keeps the old file as ``env.yaml.N``;
+  :func:`captionlib.utils.provenance.write_environment`).
 
 Under ``torchrun`` (see :mod:`captionlib.utils.distributed`) every rank runs this loop on
 its block of each global batch; the loss is weighted by each rank's share of the global
@@ -33,6 +36,7 @@ from torch import nn
 from captionlib.models.captioner import model_file_dict
 from captionlib.train.options import TrainOptions
 from captionlib.utils.fileio import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
+from captionlib.utils.provenance import environment, write_environment
 from captionlib.utils import distributed as dist_util
 
 #: Mixed-precision modes (``--amp``): autocast dtype on CUDA (fp16 with a gradient scaler).
@@ -451,6 +455,10 @@ class Trainer:
         if start > self.max_epoch:
             logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)
             return self.history
+        if self.rank == 0:
+            device = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+            write_environment(self.output_dir, environment(f"{self.world_size} x {device}" if self.world_size > 1
+                                                           else device), resuming=start > 1)
         writer = SummaryWriter(str(self.output_dir / "tensorboard")) if self.rank == 0 else None
         global_step = sum(int(h.get("steps", 0)) for h in self.history)
         steps_per_epoch = None

@@ -102,7 +102,7 @@ def test_results_md(exp, tmp_path):
     assert "## Significance" not in text  # no per_clip.json: no bootstrap
     assert "- SPICE: Stanford CoreNLP jars not found (xe_train_xe_logmel_word" in text
     assert "- SPIDEr: needs SPICE" in text
-    assert "not included" in text  # the header says the environment/date is left out
+    assert "not included" in text  # the header says the date is left out
     # Deterministic: a second run writes the same bytes.
     main(["--exp_dir", str(exp), "--output", str(out)])
     assert out.read_text() == text
@@ -443,3 +443,33 @@ def test_chosen_comparisons_pair_the_seeds(tmp_path, capsys):
     assert "nothing=ensemble: no run of the two" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--exp_dir", str(exp), "--output", str(out), "--compare", "a-b"])
+
+
+def test_environments_that_trained_the_models_are_listed(tmp_path):
+    exp = tmp_path / "exp"
+    env = {"captionlib": "0.1.0", "git_revision": "c1c2108" + "0" * 33, "git_modified": False,
+           "python": "3.12.3", "torch": "2.13.0+cpu", "cuda": None, "device": "cpu"}
+    for model in ("xe_a_seed0", "xe_a_seed1", "ensemble_a"):
+        _write(exp, model, "decode_x", "evaluation", FULL)
+    for model in ("xe_a_seed0", "xe_a_seed1"):
+        (exp / model / "config.yaml").write_text("encoder: crnn\n")
+        (exp / model / "env.yaml").write_text(yaml.safe_dump(env))
+    one = "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu: all 2 trained models"
+    assert one in format_results(collect_scores(exp)).splitlines()  # the ensemble was not trained
+
+    (exp / "xe_a_seed1" / "env.yaml.1").write_text(yaml.safe_dump(dict(env, git_modified=True)))
+    (exp / "xe_a_seed1" / "env.yaml").write_text(yaml.safe_dump(dict(env, cuda="12.4", device="NVIDIA H100")))
+    _write(exp, "xe_b", "decode_x", "evaluation", FULL)
+    (exp / "xe_b" / "config.yaml").write_text("encoder: crnn\n")
+    lines = format_results(collect_scores(exp)).splitlines()
+    listed = lines[lines.index(next(x for x in lines if x.startswith("Trained with"))) + 2:]
+    assert listed[:3] == [
+        "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu: `xe_a_seed0`",
+        "- captionlib 0.1.0 (git c1c2108, modified), torch 2.13.0+cpu, Python 3.12.3, cpu, then "
+        "captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu (CUDA 12.4), Python 3.12.3, NVIDIA H100: `xe_a_seed1`",
+        "- not recorded (no env.yaml): `xe_b`",
+    ]
+
+    (exp / "xe_b" / "env.yaml").write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match=r"xe_b/env\.yaml: expected a YAML mapping"):
+        collect_scores(exp)

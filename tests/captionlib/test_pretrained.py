@@ -12,7 +12,7 @@ import soundfile as sf
 import torch
 import yaml
 
-from packed_models import CLIPS, FEATS_CONFIG, make_packed, make_recipe, write_variant
+from packed_models import CLIPS, FEATS_CONFIG, TRAIN_ENV, make_packed, make_recipe, write_variant
 from captionlib.audio.features import LogMel
 from captionlib.audio.io import load_audio
 from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, find_audio_files, pack_model, read_packed
@@ -46,6 +46,7 @@ def test_archive_stands_alone_and_manifest_has_the_fields(packed, tmp_path):
     assert manifest["recipe"] == "mini_test"
     assert manifest["git_revision"] == "unknown" or len(manifest["git_revision"]) == 40
     assert manifest["date"].endswith("Z") and manifest["date"][:2] == "20"
+    assert manifest["train_environment"] == [TRAIN_ENV]  # the model dir's env.yaml
     assert manifest["metrics"] == {"CIDEr-D": 0.123, "BLEU-4": 0.05}
     assert manifest["train_sample_rates"] == {"44100": len(CLIPS)}
     assert {f["name"] for f in manifest["files"]} == MEMBERS - {"manifest.json"}

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 pytestmark = pytest.mark.long(1.1)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
@@ -81,6 +82,7 @@ def test_xe_two_ranks_give_the_one_process_curve(recipe):
     log = (two / "train.log").read_text()
     launch = "# utils/torchrun.sh --nproc_per_node 2 --num_nodes 1 python3 -m captionbin.caption_train"
     assert launch in log and "rank 0/2]" in log, log[-3000:]
+    assert [yaml.safe_load((d / "env.yaml").read_text())["device"] for d in (one, two)] == ["cpu", "2 x cpu"]
     h1, h2 = _history(one), _history(two)
     assert len(h1) == len(h2) == 20
     keys = ["train_loss", "train_acc", "valid_loss", "valid_acc"]

@@ -434,6 +434,10 @@ def test_mini_clotho_end_to_end(tmp_path):
         # torch's 2 threads; it also holds at tests/conftest.py's 1 thread, checked 2026-11-26).
         assert hist[-1]["train_reward"] > hist[0]["train_reward"], (algo, [h["train_reward"] for h in hist])
     assert all(m.endswith("_w2v") for m in xe_rows), xe_rows  # --word2vec true
+    # the environment that trained them (env.yaml of each model dir): one here, this checkout's
+    trained_with = [x for x in lines if x.startswith("- captionlib ")]
+    assert len(trained_with) == 1 and ": all " in trained_with[0], results
+    assert f"torch {torch.__version__}" in trained_with[0] and ", cpu: " in trained_with[0], results
     for row in rows:
         cells = dict(zip(cols, [c.strip() for c in row.split("|")[1:-1]]))
         for col in ["Div-1", "Div-2", "mBLEU-4", "Vocab"]:
@@ -471,6 +475,7 @@ def test_mini_clotho_end_to_end(tmp_path):
             manifest = json.loads(z.read("manifest.json"))
         assert manifest["recipe"] == "mini_clotho" and list(manifest["train_sample_rates"]) == ["44100"], manifest
         assert manifest["metrics"] == json.loads(next(m.glob("decode_*/validation/score.json")).read_text())
+        assert [e["torch"] for e in manifest["train_environment"]] == [str(torch.__version__)], manifest
     _assert_caption_infer_gives_stage8(d, xe_dir, tmp_path)
     # ... with the feature options stage 2 used, not the feature config as edited since
     conf = d / "conf" / "feats_logmel.yaml"

@@ -2,11 +2,13 @@ import json
 
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from captionlib.models.captioner import Captioner, load_model_file
 from captionlib.train.average import average_checkpoints
 from captionlib.train.options import TrainOptions
+from captionlib.train import trainer as trainer_module
 from captionlib.train.trainer import Trainer
 
 CONF = {"vocab_size": 12, "decoder_conf": {"hidden_size": 8}}
@@ -57,6 +59,21 @@ def test_resume_after_kill_continues_from_last_epoch(tmp_path):
     obj2 = Objective()
     _trainer(tmp_path, 3, obj2).run()
     assert obj2.calls == 0
+
+
+def test_env_yaml_is_written_by_runs_that_train_and_kept_on_a_resume_elsewhere(tmp_path, monkeypatch):
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(tmp_path, 3, Objective(fail_at=5)).run()  # killed during epoch 2
+    first = yaml.safe_load((tmp_path / "env.yaml").read_text())
+    assert first["device"] == "cpu" and first["torch"] == str(torch.__version__)
+    monkeypatch.setattr(trainer_module, "environment", lambda device: dict(first, git_revision="f" * 40))
+    _trainer(tmp_path, 3, Objective()).run()  # epochs 2 and 3 under other code
+    assert yaml.safe_load((tmp_path / "env.yaml.1").read_text()) == first
+    assert yaml.safe_load((tmp_path / "env.yaml").read_text())["git_revision"] == "f" * 40
+    monkeypatch.setattr(trainer_module, "environment", lambda device: dict(first, git_revision="e" * 40))
+    _trainer(tmp_path, 3, Objective()).run()  # finished: trains nothing, so it records nothing
+    assert yaml.safe_load((tmp_path / "env.yaml").read_text())["git_revision"] == "f" * 40
+    assert not (tmp_path / "env.yaml.2").exists()
 
 
 def test_best_and_nbest_files(tmp_path, caplog, capfd):
