@@ -27,7 +27,7 @@ FEATS_CONFIG = {"feats_type": "logmel", "n_mels": 64, "n_fft": 2048, "win_length
                 "hop_length_s": 0.02, "fs": None}
 DECODE_CONFIG = {"beam_size": 2, "batch_size": 2, "max_len": 8}
 TRAIN_ENV = {"captionlib": "0.1.0", "git_revision": "unknown", "git_modified": None, "python": "3.12.3",
-             "torch": "2.13.0+cpu", "cuda": None, "device": "cpu"}
+             "torch": "2.13.0+cpu", "cuda": None, "device": "cpu", "threads": 1}
 
 
 def make_recipe(root: Path, seed: int = 0, feats_config: dict = FEATS_CONFIG) -> dict:

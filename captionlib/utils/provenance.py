@@ -19,6 +19,8 @@ copies it into the packed model's manifest.
 ``torch``           ``torch.__version__`` (``2.13.0+cpu``, ``2.5.1+cu124``, ...)
 ``cuda``            ``torch.version.cuda`` of the build (``null``: a CPU build)
 ``device``          ``cpu`` or the GPU name; ``N x cpu``, ``N x <GPU name>`` under N processes
+``threads``         ``torch.get_num_threads()``: CPU results change with it (float summation
+                    order), e.g. 1 thread under ``OMP_NUM_THREADS=1`` against 2
 ==================  ===========================================================================
 
 No date or host name is written, so two runs of the same code on the same kind of machine
@@ -79,7 +81,7 @@ def environment(device: str = "cpu") -> Dict[str, Any]:
         device: the ``device`` entry (``"cpu"``, ``"NVIDIA H100 80GB HBM3"``, ``"2 x ..."``).
 
     Returns:
-        ``{captionlib, git_revision, git_modified, python, torch, cuda, device}``.
+        ``{captionlib, git_revision, git_modified, python, torch, cuda, device, threads}``.
     """
     import torch
 
@@ -95,19 +97,21 @@ def environment(device: str = "cpu") -> Dict[str, Any]:
         "torch": str(torch.__version__),
         "cuda": None if torch.version.cuda is None else str(torch.version.cuda),
         "device": device,
+        "threads": torch.get_num_threads(),
     }
 
 
 def describe(env: Dict[str, Any]) -> str:
     """One line for an ``env.yaml`` mapping, e.g. ``captionlib 0.1.0 (git c1c2108), torch
-    2.13.0+cpu, Python 3.12.3, cpu``; ``(git c1c2108, modified)`` when tracked files differed."""
+    2.13.0+cpu, Python 3.12.3, cpu, 2 threads``; ``(git c1c2108, modified)`` when tracked files
+    differed."""
     revision = str(env.get("git_revision", "unknown"))
     git = f"git {revision[:7]}" if revision != "unknown" else "no git revision"
     if env.get("git_modified"):
         git += ", modified"
     cuda = f" (CUDA {env['cuda']})" if env.get("cuda") else ""
     return (f"captionlib {env.get('captionlib', '?')} ({git}), torch {env.get('torch', '?')}{cuda}, "
-            f"Python {env.get('python', '?')}, {env.get('device', '?')}")
+            f"Python {env.get('python', '?')}, {env.get('device', '?')}, {env.get('threads', '?')} threads")
 
 
 def read_environment(path: PathLike) -> Optional[Dict[str, Any]]:

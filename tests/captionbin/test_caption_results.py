@@ -448,13 +448,13 @@ def test_chosen_comparisons_pair_the_seeds(tmp_path, capsys):
 def test_environments_that_trained_the_models_are_listed(tmp_path):
     exp = tmp_path / "exp"
     env = {"captionlib": "0.1.0", "git_revision": "c1c2108" + "0" * 33, "git_modified": False,
-           "python": "3.12.3", "torch": "2.13.0+cpu", "cuda": None, "device": "cpu"}
+           "python": "3.12.3", "torch": "2.13.0+cpu", "cuda": None, "device": "cpu", "threads": 2}
     for model in ("xe_a_seed0", "xe_a_seed1", "ensemble_a"):
         _write(exp, model, "decode_x", "evaluation", FULL)
     for model in ("xe_a_seed0", "xe_a_seed1"):
         (exp / model / "config.yaml").write_text("encoder: crnn\n")
         (exp / model / "env.yaml").write_text(yaml.safe_dump(env))
-    one = "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu: all 2 trained models"
+    one = "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu, 2 threads: all 2 trained models"
     assert one in format_results(collect_scores(exp)).splitlines()  # the ensemble was not trained
 
     (exp / "xe_a_seed1" / "env.yaml.1").write_text(yaml.safe_dump(dict(env, git_modified=True)))
@@ -464,9 +464,9 @@ def test_environments_that_trained_the_models_are_listed(tmp_path):
     lines = format_results(collect_scores(exp)).splitlines()
     listed = lines[lines.index(next(x for x in lines if x.startswith("Trained with"))) + 2:]
     assert listed[:3] == [
-        "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu: `xe_a_seed0`",
-        "- captionlib 0.1.0 (git c1c2108, modified), torch 2.13.0+cpu, Python 3.12.3, cpu, then "
-        "captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu (CUDA 12.4), Python 3.12.3, NVIDIA H100: `xe_a_seed1`",
+        "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu, 2 threads: `xe_a_seed0`",
+        "- captionlib 0.1.0 (git c1c2108, modified), torch 2.13.0+cpu, Python 3.12.3, cpu, 2 threads, then "
+        "captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu (CUDA 12.4), Python 3.12.3, NVIDIA H100, 2 threads: `xe_a_seed1`",
         "- not recorded (no env.yaml): `xe_b`",
     ]
 

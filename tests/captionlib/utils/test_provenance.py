@@ -39,7 +39,8 @@ def test_environment_names_this_checkout_and_torch():
     assert env["git_revision"] == head.stdout.strip()
     assert env["git_modified"] in (True, False)
     assert env["torch"] == torch.__version__ and env["cuda"] == torch.version.cuda
-    assert list(env) == ["captionlib", "git_revision", "git_modified", "python", "torch", "cuda", "device"]
+    assert list(env) == ["captionlib", "git_revision", "git_modified", "python", "torch", "cuda", "device", "threads"]
+    assert env["threads"] == torch.get_num_threads()
     assert describe(env).startswith(f"captionlib {env['captionlib']} (git {head.stdout[:7]}")
 
 
