@@ -6,7 +6,8 @@ model), the feature config resolved as the feature binary's ``--print_config`` p
 (``caption_dump_feats`` for ``--feats_type logmel``; ``caption_extract_visual_feats`` for
 ``--feats_type cnn``, with ``--media_type``), the normalisation statistics, the CIDEr-D document
 frequencies, the decoding options of ``caption_decode --config <decode_config> <decode_args>``,
-and a ``manifest.json`` (recipe, git revision, UTC date, sample rates of the training audio, the
+and a ``manifest.json`` (recipe, git revision, UTC date, the environments that trained the model
+(``train_environment``: its dir's ``env.yaml`` files), sample rates of the training audio, the
 metrics of ``--score_json``, and each file's size and SHA-256); see :mod:`captionlib.pretrained`.
 For a CNN the archive holds what it needs: ``random_convnet`` its seed (in the feature config),
 ``exported`` the ``.pt2`` file itself, a torchvision name only the name, size and SHA-256 of its

@@ -8,8 +8,8 @@ outside the recipe into one zip archive:
 member                    content
 ========================  ================================================================
 ``manifest.json``         format/version, recipe, git revision, UTC date, the source model
-                          file, the environments that trained it (its dir's ``env.yaml``,
-                          :mod:`captionlib.utils.provenance`), the metrics of the decode it was packed from (score.json),
+                          file, the environments that trained it (its dir's ``env.yaml``
+                          files, :mod:`captionlib.utils.provenance`), the metrics of the decode it was packed from (score.json),
                           the sample rates of the training audio, the torchvision CNN
                           weights file the features need (name, size, SHA-256), and every
                           member's size and SHA-256
@@ -72,7 +72,7 @@ import yaml
 from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.decode.options import check_decode_options
 from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, safe_unpickle
-from captionlib.utils.provenance import git_revision, run_environments
+from captionlib.utils.provenance import code_revision, run_environments
 
 PathLike = Union[str, Path]
 
@@ -162,7 +162,8 @@ def pack_model(
         decode_config: decoding options (keys of :data:`DECODE_DEFAULTS`; others are dropped),
             checked as caption_infer checks them (``check_decode_options``).
         metrics: the ``score.json`` of the decode the model is packed from.
-        recipe: the recipe's name; revision: git revision (default: :func:`git_revision`).
+        recipe: the recipe's name; revision: git revision (default: the running code's,
+            :func:`captionlib.utils.provenance.code_revision`).
         trust_pickle: accept an old pickled ``cider_df`` (packed converted to ``.npz``);
             read allowing only numpy arrays and numbers: for files you made yourself.
         encoder_sha256: ``feats_type: pretrained``: the SHA-256 of the checkpoint the training
@@ -178,7 +179,8 @@ def pack_model(
             ``encoder``/``decoder``); a decoding option out of its range; a feature config whose
             dimension differs from the model's input dimension (log-mel ``n_mels``; the CNN's
             channels, except for torchvision names, which are not built at packing time); an
-            unknown ``feats_type`` or ``media_type``.
+            unknown ``feats_type`` or ``media_type``; an ``env.yaml`` (or ``env.yaml.N``) of the
+            model file's dir that is not a YAML mapping.
     """
     for f in (model_file, train_config, feats_stats, cider_df):
         if not Path(f).is_file():
@@ -189,8 +191,8 @@ def pack_model(
         "format": PACKED_FORMAT,
         "version": PACKED_VERSION,
         "recipe": recipe,
-        "git_revision": revision if revision is not None else git_revision(),
-        "train_environment": run_environments(Path(train_config).parent),
+        "git_revision": revision if revision is not None else code_revision()[0],
+        "train_environment": run_environments(Path(model_file).parent),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_file": str(model_file),
         "metrics": dict(metrics) if metrics is not None else None,

@@ -9,8 +9,8 @@ TensorBoard scalars), validation, then checkpoints written atomically:
 * ``<N>epoch.pth``: model file of epoch N (kept for the ``keep_nbest`` best epochs);
 * ``valid.<metric>.best.pth``: model file of the best epoch per validation metric;
 * ``history.json``: per-epoch train/valid statistics (read by checkpoint averaging);
-* ``env.yaml``: the code's git revision and the library versions, written when epochs are
-  about to be trained (a resume in another environment keeps the old file as ``env.yaml.N``;
+* ``env.yaml``: the code's git revision and the library versions, written once the run's
+  first epoch is saved (a resume in another environment keeps the old file as ``env.yaml.N``;
   :func:`captionlib.utils.provenance.write_environment`).
 
 Under ``torchrun`` (see :mod:`captionlib.utils.distributed`) every rank runs this loop on
@@ -448,6 +448,12 @@ class Trainer:
             self._save(epoch)
         dist_util.barrier()
 
+    def _environment(self) -> Dict[str, Any]:
+        """This process's ``env.yaml`` mapping (:func:`captionlib.utils.provenance.environment`),
+        the device named as ``cpu``, the GPU's name, or ``N x ...`` under N ranks."""
+        device = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
+        return environment(f"{self.world_size} x {device}" if self.world_size > 1 else device)
+
     def _run(self) -> List[Dict[str, float]]:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -455,10 +461,6 @@ class Trainer:
         if start > self.max_epoch:
             logging.info("%s: all %d epochs already done", self.output_dir, self.max_epoch)
             return self.history
-        if self.rank == 0:
-            device = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type
-            write_environment(self.output_dir, environment(f"{self.world_size} x {device}" if self.world_size > 1
-                                                           else device), resuming=start > 1)
         writer = SummaryWriter(str(self.output_dir / "tensorboard")) if self.rank == 0 else None
         global_step = sum(int(h.get("steps", 0)) for h in self.history)
         steps_per_epoch = None
@@ -467,6 +469,8 @@ class Trainer:
             means, steps_per_epoch = self._train_epoch(epoch, writer, global_step, steps_per_epoch)
             global_step += steps_per_epoch
             self._end_epoch(epoch, means, steps_per_epoch, time.time() - t0, writer)
+            if epoch == start and self.rank == 0:  # the epochs it saved are this environment's
+                write_environment(self.output_dir, self._environment(), resuming=start > 1)
         if writer is not None:
             writer.close()
         first, last = self.history[0], self.history[-1]

@@ -66,14 +66,26 @@ def test_env_yaml_is_written_by_runs_that_train_and_kept_on_a_resume_elsewhere(t
         _trainer(tmp_path, 3, Objective(fail_at=5)).run()  # killed during epoch 2
     first = yaml.safe_load((tmp_path / "env.yaml").read_text())
     assert first["device"] == "cpu" and first["torch"] == str(torch.__version__)
-    monkeypatch.setattr(trainer_module, "environment", lambda device: dict(first, git_revision="f" * 40))
+
+    def code(revision):
+        monkeypatch.setattr(trainer_module, "environment", lambda device: dict(first, git_revision=revision * 40))
+
+    code("d")
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(tmp_path, 3, Objective(fail_at=1)).run()  # killed before it saved an epoch: trained nothing
+    assert yaml.safe_load((tmp_path / "env.yaml").read_text()) == first and not (tmp_path / "env.yaml.1").exists()
+    code("f")
     _trainer(tmp_path, 3, Objective()).run()  # epochs 2 and 3 under other code
     assert yaml.safe_load((tmp_path / "env.yaml.1").read_text()) == first
     assert yaml.safe_load((tmp_path / "env.yaml").read_text())["git_revision"] == "f" * 40
-    monkeypatch.setattr(trainer_module, "environment", lambda device: dict(first, git_revision="e" * 40))
+    code("e")
     _trainer(tmp_path, 3, Objective()).run()  # finished: trains nothing, so it records nothing
     assert yaml.safe_load((tmp_path / "env.yaml").read_text())["git_revision"] == "f" * 40
     assert not (tmp_path / "env.yaml.2").exists()
+    (tmp_path / "latest.pth").unlink()
+    _trainer(tmp_path, 3, Objective()).run()  # a fresh run replaces the one before it, env.yaml.1 too
+    assert sorted(p.name for p in tmp_path.glob("env.yaml*")) == ["env.yaml"]
+    assert yaml.safe_load((tmp_path / "env.yaml").read_text())["git_revision"] == "e" * 40
 
 
 def test_best_and_nbest_files(tmp_path, caplog, capfd):
