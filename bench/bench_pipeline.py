@@ -272,11 +272,9 @@ def projection(rows: Sequence[StageResult], xe_epochs: int, rl_epochs: int, targ
 
 def describe(args: argparse.Namespace, corpus: Path) -> List[str]:
     """The report's first lines: machine, corpus and options."""
-    cpu = "CPU"
-    if Path("/proc/cpuinfo").is_file():
-        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name")), cpu)
-    machine = f"{cpu}, {os.cpu_count()} cores"
+    from captionlib.utils.provenance import cpu_name
+
+    machine = f"{cpu_name()}, {os.cpu_count()} cores"
     if args.ngpu > 0 and shutil.which("nvidia-smi"):
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
         machine += f"; GPU: {', '.join(out.stdout.split(chr(10))[:args.ngpu]).strip() or '?'}"
