@@ -671,7 +671,8 @@ def _environment_lines(rows: Sequence[ScoreRow]) -> List[str]:
     if not by_env:
         return []
     out = ["", "Trained with (each model dir's `env.yaml`: captionlib version and git revision, `modified` when "
-               "the tracked code differed from it; torch, Python, device, torch threads):", ""]
+               "the tracked code differed from it; torch, Python, device (the processor for a CPU), torch "
+               "threads):", ""]
     if len(by_env) == 1:
         return out + [f"- {next(iter(by_env))}: all {len(models)} trained models"]
     return out + [f"- {label}: {', '.join(f'`{m}`' for m in names)}" for label, names in sorted(by_env.items())]
