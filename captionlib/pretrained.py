@@ -9,7 +9,8 @@ member                    content
 ========================  ================================================================
 ``manifest.json``         format/version, recipe, git revision, UTC date, the source model
                           file, the environments that trained it (its dir's ``env.yaml``
-                          files, :mod:`captionlib.utils.provenance`), the metrics of the decode it was packed from (score.json),
+                          files, :mod:`captionlib.utils.provenance`), the metrics of the
+                          decode it was packed from (score.json),
                           the sample rates of the training audio, the torchvision CNN
                           weights file the features need (name, size, SHA-256), and every
                           member's size and SHA-256

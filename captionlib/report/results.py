@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import yaml
-
 from captionlib.metrics.significance import BootstrapResult, has_per_clip, paired_bootstrap_files
 from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import describe_reward
+from captionlib.utils.fileio import read_yaml_mapping
 from captionlib.utils.provenance import describe, run_environments
 
 #: Metric keys of ``score.json`` shown in the table, in column order.
@@ -192,16 +191,7 @@ def read_model_config(model_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
     Raises:
         ValueError: naming the file, if it is not a YAML mapping.
     """
-    path = Path(model_dir) / "config.yaml"
-    if not path.is_file():
-        return None
-    try:
-        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: cannot read config: {e}") from e
-    if not isinstance(obj, dict):
-        raise ValueError(f"{path}: expected a YAML mapping, got {type(obj).__name__}")
-    return obj
+    return read_yaml_mapping(Path(model_dir) / "config.yaml", "config")
 
 
 @dataclass

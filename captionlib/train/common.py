@@ -27,7 +27,7 @@ from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
 from captionlib.utils.fileio import atomic_write_text
 from captionlib.utils.memory import limit_heap_growth
-from captionlib.utils.provenance import keep_previous
+from captionlib.utils.provenance import changes, keep_previous
 
 
 def epoch_batches(
@@ -246,10 +246,8 @@ def write_config(opts: TrainOptions) -> None:
     path = out / "config.yaml"
     if (out / "latest.pth").is_file() and path.is_file():
         old = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        defaults = asdict(type(opts)())
         # an option added since the file was written counts as unchanged at its default
-        changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in dict.fromkeys([*old, *new])
-                   if k not in RUNTIME_OPTIONS and old.get(k, defaults.get(k)) != new.get(k)]
+        changed = changes(old, new, defaults=asdict(type(opts)()), ignore=RUNTIME_OPTIONS)
         if changed:
             kept = keep_previous(path)
             logging.warning(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import yaml
 
 PathLike = Union[str, Path]
 
@@ -104,6 +105,26 @@ def atomic_write_text(path: PathLike, text: str) -> None:
     UTF-8 (held by Python as surrogate escapes) are written back as their original bytes."""
     with atomic_open(path) as f:
         f.write(text.encode("utf-8", "surrogateescape"))
+
+
+def read_yaml_mapping(path: PathLike, what: str) -> Optional[Dict[str, Any]]:
+    """The YAML mapping of the file ``path`` (a ``config.yaml``, an ``env.yaml``); ``None``
+    when the file does not exist.
+
+    Raises:
+        ValueError: naming the file and ``what`` it should hold, when it cannot be read as
+            UTF-8 YAML or is not a mapping.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: cannot read {what}: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a YAML mapping, got {type(obj).__name__}")
+    return obj
 
 
 def check_writable(path: PathLike, inputs: Sequence[Optional[PathLike]] = ()) -> None:

@@ -38,11 +38,11 @@ import platform
 import re
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from captionlib.utils.fileio import atomic_write_text
+from captionlib.utils.fileio import atomic_write_text, read_yaml_mapping
 
 PathLike = Union[str, Path]
 #: The file written in each training output dir.
@@ -167,16 +167,17 @@ def read_environment(path: PathLike) -> Optional[Dict[str, Any]]:
     Raises:
         ValueError: naming the file, when it is not a YAML mapping.
     """
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: cannot read the environment file: {e}") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"{path}: expected a YAML mapping, got {type(obj).__name__}")
-    return obj
+    return read_yaml_mapping(path, "the environment file")
+
+
+def changes(old: Mapping[str, Any], new: Mapping[str, Any], defaults: Optional[Mapping[str, Any]] = None,
+            ignore: Sequence[str] = ()) -> List[str]:
+    """``"key: old -> new"`` for each key of ``old`` or ``new`` (in that order) whose values
+    differ, a key missing from ``old`` taken at its ``defaults`` value, keys of ``ignore``
+    left out: the lines of a resume's warning (``config.yaml``, ``env.yaml``)."""
+    defaults = defaults or {}
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in dict.fromkeys([*old, *new])
+            if k not in ignore and old.get(k, defaults.get(k)) != new.get(k)]
 
 
 def run_environments(output_dir: PathLike) -> List[Dict[str, Any]]:
@@ -193,13 +194,16 @@ def run_environments(output_dir: PathLike) -> List[Dict[str, Any]]:
     return [e for e in envs + [current] if e is not None]
 
 
+def _numbered(path: Path) -> List[Tuple[int, Path]]:
+    """``(N, <path>.N)`` of the existing copies (N a positive number, no leading zero), by N."""
+    pattern = re.compile(re.escape(path.name) + r"\.([1-9][0-9]*)")
+    return sorted((int(m.group(1)), p) for p in path.parent.glob(f"{glob.escape(path.name)}.*")
+                  if (m := pattern.fullmatch(p.name)))
+
+
 def numbered_copies(path: PathLike) -> List[Path]:
     """The existing ``<path>.N`` files (N a positive number, no leading zero), by N."""
-    path = Path(path)
-    pattern = re.compile(re.escape(path.name) + r"\.([1-9][0-9]*)")
-    found = [(int(m.group(1)), p) for p in path.parent.glob(f"{glob.escape(path.name)}.*")
-             if (m := pattern.fullmatch(p.name))]
-    return [p for _, p in sorted(found)]
+    return [p for _, p in _numbered(Path(path))]
 
 
 def keep_previous(path: PathLike) -> Path:
@@ -210,9 +214,8 @@ def keep_previous(path: PathLike) -> Path:
         FileNotFoundError: ``path`` does not exist.
     """
     path = Path(path)
-    copies = numbered_copies(path)
-    last = int(copies[-1].name.rsplit(".", 1)[1]) if copies else 0
-    kept = path.with_name(f"{path.name}.{last + 1}")
+    copies = _numbered(path)
+    kept = path.with_name(f"{path.name}.{copies[-1][0] + 1 if copies else 1}")
     os.replace(path, kept)
     return kept
 
@@ -247,8 +250,6 @@ def write_environment(output_dir: PathLike, env: Dict[str, Any], resuming: bool)
                 logging.warning("%s: its epochs before this run were trained without env.yaml (kept as %s: not "
                                 "recorded)", output_dir, keep_previous(path).name)
             else:
-                changed = [f"{k}: {old.get(k)!r} -> {env.get(k)!r}" for k in dict.fromkeys([*old, *env])
-                           if old.get(k) != env.get(k)]
                 logging.warning("%s resumes in another environment than it started in (kept as %s): %s",
-                                output_dir, keep_previous(path).name, "; ".join(changed))
+                                output_dir, keep_previous(path).name, "; ".join(changes(old, env)))
     atomic_write_text(path, yaml.safe_dump(env, sort_keys=False))
