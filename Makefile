@@ -1,6 +1,7 @@
 # captionlib: the two set-up commands of the README.
 #   make demo   create tools/venv if missing, run egs/mini_clotho end to end, print RESULTS.md
 #   make test   create tools/venv if missing, check the import layers (.importlinter), run the whole test suite
+#               (it ends with the 25 slowest test phases: where CI time goes)
 # PYTHON picks the interpreter used to create the virtual environment. TEST_JOBS is the number of
 # pytest-xdist workers of make test (default: the CPU count, at most 4; TEST_JOBS=0 runs in one process).
 
@@ -28,7 +29,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
-	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
+	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder --durations 25
 
 clean-demo:
 	cd egs/mini_clotho && rm -rf data dump exp RESULTS.md

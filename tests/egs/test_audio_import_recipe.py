@@ -11,6 +11,7 @@ import librosa
 import numpy as np
 import soundfile as sf
 
+from recipe_logs import failure_report
 from test_recipes import GENERATED, ROOT, _results_rows, _run
 
 DIM = 24  # not a log-mel size: nothing may assume n_mels (the CRNN's 64) or a frame rate
@@ -64,7 +65,7 @@ def test_mini_clotho_with_imported_audio_embeddings(tmp_path):
             "--ensemble_models", "", "--num_diversity_samples", "0", "--metrics", "bleu,cider_d"]
     r = _run(["./run.sh", "--stage", "1", "--stop_stage", "10", *opts], cwd=d, timeout=600)
     out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
 
     # stage 2: every clip's embeddings, found through wav.scp (the data dirs have no clip2id)
     from captionlib.io.feats import FeatReader

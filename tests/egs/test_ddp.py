@@ -17,6 +17,8 @@ import pytest
 import torch
 import yaml
 
+from recipe_logs import failure_report
+
 pytestmark = pytest.mark.long(1.1)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +36,7 @@ def _caption(d, *args, check=True, timeout=900):
     r = subprocess.run(["./run.sh", "--word2vec", "false", *args], cwd=d, env=_env(),
                        capture_output=True, text=True, timeout=timeout)
     if check:
-        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+        assert r.returncode == 0, failure_report(r, d)
     return r
 
 

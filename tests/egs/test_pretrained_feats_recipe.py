@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
+from recipe_logs import failure_report
 from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 
@@ -34,7 +35,7 @@ def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):
             "--num_diversity_samples", "0", "--metrics", "bleu,rouge_l,cider_d"]
     r = _run(["./run.sh", *opts], cwd=d, timeout=1800)
     out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     for dset in ("train_development_validation", "validation", "evaluation"):
         dump = d / "dump" / "pretrained_cnn10" / dset
         assert (dump / "feats_type").read_text() == "pretrained\n" and (dump / "feats_dim").read_text() == "512\n"

@@ -14,6 +14,8 @@ import torch
 import yaml
 import pytest
 
+from recipe_logs import failure_report
+
 pytestmark = pytest.mark.long(10)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -410,7 +412,7 @@ def test_mini_clotho_end_to_end(tmp_path):
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
     r = _run(["./run.sh"], cwd=d, timeout=2400)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
 
     results = (d / "RESULTS.md").read_text()
     lines = results.splitlines()
@@ -484,21 +486,21 @@ def test_mini_clotho_end_to_end(tmp_path):
     conf.unlink()
     conf.write_text(edited)
     r = _run(["./run.sh", "--stage", "10", "--stop_stage", "10"], cwd=d, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     with zipfile.ZipFile(xe_dir / "packed" / "valid.cider_d.best.zip") as z:
         assert yaml.safe_load(z.read("feats_config.yaml"))["hop_length_s"] == 0.02
     conf.write_text(edited.replace("hop_length_s: 0.01", "hop_length_s: 0.02"))
 
     # Re-running a finished recipe redoes nothing expensive and gives the same table.
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "9"], cwd=d, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     assert "already decoded" in r.stdout and "already scored" in r.stdout
     assert (d / "RESULTS.md").read_text() == results
 
     # The staged seed 004 preset: REINFORCE+ with the encoder frozen, then multitask from it
     # (nested under it); the XE model is reused (its training is complete).
     r = _run(["./run_preset.sh", "seed004_multitask", "--stage", "6"], cwd=d, timeout=1200)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     xe_dir = d / "exp" / xe_rows[0]
     frozen = xe_dir / "reinforce_plus_train_reinforce_plus_frozen"
     staged = frozen / "multitask_train_multitask"
@@ -516,7 +518,7 @@ def test_mini_clotho_end_to_end(tmp_path):
 
     # stage 7 averages each model dir's 2 best epochs by the metric they were kept by
     r = _run(["./run.sh", "--stage", "7", "--stop_stage", "7", "--nbest_average", "2"], cwd=d, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     model_dirs = [xe_dir] + [xe_dir / f"{algo}_train_{algo}" for algo in RL_ALGOS]  # the run's, not the preset's
     for m in model_dirs:
         crit = yaml.safe_load((m / "config.yaml").read_text())["best_model_criterion"]
@@ -531,7 +533,7 @@ def test_mini_clotho_end_to_end(tmp_path):
                "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5"]
     for stages in (("5", "8"), ("10", "10")):
         r = _run(["./run.sh", "--stage", stages[0], "--stop_stage", stages[1], *tf_opts], cwd=d, timeout=1200)
-        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+        assert r.returncode == 0, failure_report(r, d)
     tf_dir = d / "exp" / "xe_train_xe_transformer_debug_logmel_word"
     conf = yaml.safe_load((tf_dir / "config.yaml").read_text())
     assert (conf["decoder"], conf["optim"], conf["scheduler"], conf["mixup_alpha"]) == ("transformer", "adamw",
@@ -556,7 +558,7 @@ def test_mini_clotho_end_to_end(tmp_path):
                "--rl_args", "--max_epoch 2 --num_iters_per_epoch 5", "--results_compare",
                "xe_train_xe_logmel_word_w2v=xe_train_xe_cnn10_transformer_debug_logmel_panns_word"]
     r = _run(["./run.sh", "--stage", "1", *pt_opts], cwd=d, timeout=1200)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     tagging = d / "exp" / "pretrain_tagging_cnn10_debug"
     assert len((tagging / "classes.txt").read_text().split()) == 8
     pt_dir = d / "exp" / "xe_train_xe_cnn10_transformer_debug_logmel_panns_word"
@@ -578,7 +580,7 @@ def test_mini_clotho_end_to_end(tmp_path):
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "8", "--gpu_inference", "true"], cwd=d, timeout=600)
     assert "decode.sh --cmd run.pl --gpu 1 --ngpu 1 " in r.stdout, (r.stdout + r.stderr)[-4000:]
     if torch.cuda.is_available():
-        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+        assert r.returncode == 0, failure_report(r, d)
     else:
         assert r.returncode != 0
         logs = [p.read_text() for p in (d / "exp").glob("**/decode_*/*/log/decode.*.log")]

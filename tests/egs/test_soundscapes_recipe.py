@@ -8,6 +8,8 @@ import pytest
 
 from test_recipes import GENERATED, ROOT, _results_rows, _run
 
+from recipe_logs import failure_report
+
 pytestmark = pytest.mark.long(3.3)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
 LIBRARY = ROOT.parent / "shared" / "data" / "event_library"
@@ -38,7 +40,7 @@ def test_soundscapes_small_configuration(tmp_path):
     r = _run(["./run.sh", "--seeds", " ".join(map(str, SEEDS)), "--rl_algo", "scst", "--ensemble_models", "",
               "--xe_config", "conf/tuning/train_xe_crnn_tiny.yaml", "--rl_config", "conf/tuning/train_scst_tiny.yaml",
               "--local_data_opts", opts], cwd=d, timeout=3600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     rows = _results_rows((d / "RESULTS.md").read_text())
     xe = "xe_train_xe_crnn_tiny_logmel_word"  # the row of the seeds' mean
     cider = {k: _mean(v["CIDEr-D"]) for k, v in rows.items()}

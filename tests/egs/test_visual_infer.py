@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
+from recipe_logs import failure_report
 from test_recipes import _run
 from test_visual_recipes import _copy_recipe
 
@@ -28,7 +29,7 @@ def test_caption_infer_on_packed_visual_model_gives_stage8(tmp_path, mini):
 
     d = _copy_recipe(tmp_path, mini)
     r = _run(["./run.sh", *FAST], cwd=d, timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     media = MEDIA[mini]
     xe_dir = next(p for p in (d / "exp").glob("xe_*") if p.is_dir())
     packed = xe_dir / "packed" / "valid.cider_d.best.zip"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from recipe_logs import failure_report
 from test_recipes import EGS, GENERATED, ROOT, RL_ALGOS, _results_rows, _run
 
 pytestmark = pytest.mark.long(3.5)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
@@ -43,7 +44,7 @@ def _copy_recipe(tmp_path, mini):
 def test_mini_visual_recipe_end_to_end(tmp_path, mini):
     d = _copy_recipe(tmp_path, mini)
     r = _run(["./run.sh"], cwd=d, timeout=1800)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
 
     # stage 1-2: the media list of the data dir and CNN features of every clip
     media = "image.scp" if mini == "mini_mscoco" else "video.scp"
@@ -106,7 +107,7 @@ def test_import_route_hdf5_through_caption_sh(tmp_path):
     r = _run(["./run.sh", "--stage", "1", "--stop_stage", "5", "--feats_type", "import",
               "--feats_config", str(tmp_path / "feats_import.yaml"),
               "--local_data_opts", "--msrvtt_root msrvtt_fixture", "--xe_args", "--max_epoch 2"], cwd=d, timeout=1200)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     assert not (d / "data" / "train" / "video.scp").exists()
     from captionlib.io.feats import FeatReader
 
@@ -134,7 +135,7 @@ def test_import_route_self_critical_fc_through_caption_sh(tmp_path):
     r = _run(["./run.sh", "--stage", "1", "--stop_stage", "2", "--feats_type", "import",
               "--feats_config", str(tmp_path / "feats_fc.yaml"), "--local_data_opts", "--coco_root coco_fixture"],
              cwd=d, timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     from captionlib.io.feats import FeatReader
 
     clip2id = dict(line.split() for line in (d / "data" / "train" / "clip2id").read_text().splitlines())
@@ -161,7 +162,7 @@ def test_mini_tgif_preset_end_to_end(tmp_path):
     d = _copy_recipe(tmp_path, "mini_tgif")
     r = _run(["./run_preset.sh", "seed001_sle_tgif"], cwd=d, timeout=1200)
     out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-8000:]
+    assert r.returncode == 0, failure_report(r, d)
     # stage 1: the missing GIF is counted, named and listed; stage 2: frames of every GIF through the CNN
     assert "TGIF train: 1 of 8 GIFs missing (12.5%): tumblr_nb8sq0yel8_250.gif" in out
     assert (d / "data" / "train" / "missing").read_text().split()[0] == "tgif-tumblr_nb8sq0yel8_250"

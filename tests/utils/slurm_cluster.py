@@ -33,18 +33,22 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, comm: Optional[str] = None) -> bool:
+    """Whether process ``pid`` runs (not a zombie) and, with ``comm``, runs that program: a
+    daemon's pid file outlives it, and the pid may since be another test's process."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    # a zombie (exited, not yet reaped by its parent) is not running
     try:
+        if comm is not None and Path(f"/proc/{pid}/comm").read_text().strip() != comm:
+            return False
+        # a zombie (exited, not yet reaped by its parent) is not running
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except (OSError, IndexError):
-        return True
+        return comm is None
 
 
 def stepd_pids() -> List[int]:
@@ -194,12 +198,12 @@ class LocalSlurm:
     def pids(self) -> List[int]:
         """Pids of the daemons this cluster started (and of its job step daemons) still running."""
         out = [p for p in stepd_pids() if p not in self.stepd_before]
-        for _, pidfile in self.started:
+        for name, pidfile in self.started:
             try:
                 pid = int(pidfile.read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
-            if _pid_alive(pid):
+            if _pid_alive(pid, name):
                 out.append(pid)
         return out
 
@@ -223,6 +227,8 @@ class LocalSlurm:
             try:
                 pids[name] = int(pidfile.read_text().split()[0])
             except (OSError, ValueError, IndexError):
+                continue
+            if not _pid_alive(pids[name], name):
                 continue
             try:
                 os.kill(pids[name], signal.SIGTERM)

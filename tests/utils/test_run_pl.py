@@ -3,6 +3,7 @@
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,23 @@ def test_failed_job_is_reported(tmp_path, tool):
     assert "# Ended (code 1)" in (tmp_path / "log/t.2.log").read_text()
     assert "# Ended (code 0)" in (tmp_path / "log/t.3.log").read_text()
 
+
+
+def test_failure_report_of_the_tests_shows_the_failed_jobs_logs(tmp_path):
+    """tests/recipe_logs.failure_report: a failed run.pl's message, then each job log it names."""
+    from recipe_logs import failure_report
+
+    run_pl = Path(__file__).resolve().parents[2] / "utils" / "run.pl"
+    r = subprocess.run([str(run_pl), "JOB=1:2", "log/t.JOB.log", "echo error JOB; test JOB -ne 2"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    report = failure_report(r, tmp_path)
+    assert report.startswith(r.stdout + r.stderr) and "log is in log/t.JOB.log" in report
+    assert [line for line in report.splitlines() if line.startswith(("=====", "error"))] == [
+        f"===== {tmp_path}/log/t.1.log (last 8000 characters)", "error 1",
+        f"===== {tmp_path}/log/t.2.log (last 8000 characters)", "error 2"]
+    (tmp_path / "log" / "t.1.log").unlink()
+    (tmp_path / "log" / "t.2.log").unlink()
+    assert failure_report(r, tmp_path).endswith("\n===== log/t.JOB.log: no such log")
 
 def test_single_job_exit_code_in_log(tmp_path, tool):
     r = tool(

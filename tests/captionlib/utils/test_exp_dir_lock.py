@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,10 +31,14 @@ def _start(exp, mode, env=None):
     return launcher, holder
 
 
-def _stop(pid):
+def _stop(pid, exp):
+    """Kill holder ``pid`` of ``exp``'s lock, if it still runs: after its 60 s the pid may be
+    another test's process (the holder is not our child), which must not be killed."""
     try:
+        if str(exp).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+            return
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (FileNotFoundError, ProcessLookupError):
         return
     for _ in range(100):  # not our child: wait until it is gone
         try:
@@ -56,7 +61,7 @@ def test_in_use_error_names_an_orphaned_holder_and_how_to_stop_it(tmp_path):
         assert f"in use by process {holder} on " in msg and str(tmp_path / ".lock") in msg
         assert f"its launcher (process {launcher.pid}) is gone" in msg and f"`kill {holder}`" in msg, msg
     finally:
-        _stop(holder)
+        _stop(holder, tmp_path)
     with exp_dir_lock(tmp_path):  # the holder is gone: its stale lock is taken over
         pass
 
@@ -73,7 +78,7 @@ def test_in_use_error_of_a_live_run_and_the_recorded_launcher_chain(tmp_path):
         msg = str(e.value)
         assert f"in use by process {holder} on " in msg and "wait for it to finish" in msg and "launcher" not in msg
     finally:
-        _stop(holder)
+        _stop(holder, tmp_path)
         launcher.wait(timeout=60)
 
 
