@@ -28,6 +28,7 @@ nproc_per_node=      # Training processes per node (empty: ngpu when > 1, else 1
 num_nodes=1          # The number of nodes for training (> 1: torchrun on a SLURM allocation).
 nj=4                 # The number of parallel jobs (feature dump).
 inference_nj=4       # The number of parallel jobs in decoding.
+score_nj=2           # Scoring jobs run at once (stage 9, a decode dir each; METEOR's JVM takes up to 2 GiB, SPICE's 8).
 python=python3       # Python command; binaries run as "${python} -m captionbin.<name>".
 dumpdir=dump         # Directory to dump features.
 expdir=exp           # Directory to save experiments.
@@ -123,6 +124,8 @@ Options:
     --num_nodes      # The number of nodes for training; > 1 needs cmd_backend=slurm (default="${num_nodes}").
     --nj             # The number of parallel jobs (default="${nj}").
     --inference_nj   # The number of parallel jobs in decoding (default="${inference_nj}").
+    --score_nj       # Scoring jobs run at once in stage 9, one decode dir each; a JVM each for METEOR
+                     # (up to 2 GiB) and SPICE (up to 8 GiB) (default="${score_nj}").
     --python         # Python command (default="${python}").
     --dumpdir        # Directory to dump features (default="${dumpdir}").
     --expdir         # Directory to save experiments (default="${expdir}").
@@ -272,7 +275,7 @@ for _opt in stage stop_stage min_count nbpe nbest_average num_diversity_samples 
     case "${!_opt}" in ''|*[!0-9]*) log "Error: --${_opt} must be an integer >= 0, got '${!_opt}'"; exit 2;; esac
 done
 # counts of jobs, nodes and processes (a 0 job count would make split_scp.pl print its usage)
-for _opt in nj inference_nj num_nodes; do
+for _opt in nj inference_nj score_nj num_nodes; do
     if ! [[ "${!_opt}" =~ ^[0-9]+$ ]] || [ "${!_opt}" -lt 1 ]; then
         log "Error: --${_opt} must be an integer >= 1, got '${!_opt}'"; exit 2
     fi
@@ -754,14 +757,32 @@ if ! "${skip_eval}"; then
         if [ -n "${prior_dir}" ]; then
             _scores+=("|${prior_dir}/decode_most_frequent_train_caption|${test_sets}")
         fi
+        # --score_nj score.sh jobs at once; a failed one fails the stage once all have ended
+        _running=0
+        _failed=0
+        _total=0
         for _job in "${_scores[@]}"; do
             IFS='|' read -r _ _ddir _sets <<< "${_job}"
             for dset in ${_sets}; do
+                if [ "${_running}" -ge "${score_nj}" ]; then
+                    wait -n || _failed=$((_failed + 1))
+                    _running=$((_running - 1))
+                fi
                 log "Stage 9: Scoring ${_ddir}/${dset} (${metrics})"
                 scripts/score.sh --cmd "${train_cmd}" --python "${python}" --metrics "${metrics}" \
-                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}"
+                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}" &
+                _running=$((_running + 1))
+                _total=$((_total + 1))
             done
         done
+        while [ "${_running}" -gt 0 ]; do
+            wait -n || _failed=$((_failed + 1))
+            _running=$((_running - 1))
+        done
+        if [ "${_failed}" -gt 0 ]; then
+            log "Error: Stage 9: ${_failed} of the ${_total} scoring jobs failed (their errors are above)"
+            exit 1
+        fi
         _compare=()
         for _pair in ${results_compare}; do _compare+=(--compare "${_pair}"); done
         ${python} -m captionbin.caption_results --exp_dir "${expdir}" --output RESULTS.md ${_compare[@]+"${_compare[@]}"}

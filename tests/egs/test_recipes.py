@@ -160,7 +160,8 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
         assert f"--stage {args[1]} --stop_stage " in out and "Successfully finished" not in out, (args, out)
     # job counts must be >= 1 (0 passed the integer check and split_scp.pl printed its usage),
     # and the message gives that bound for a negative count too
-    for opt, value in (("--nj", "0"), ("--inference_nj", "0"), ("--inference_nj", "-3"), ("--num_nodes", "x")):
+    for opt, value in (("--nj", "0"), ("--inference_nj", "0"), ("--inference_nj", "-3"), ("--score_nj", "0"),
+                       ("--num_nodes", "x")):
         r = _run(["./run.sh", opt, value], cwd=d)
         assert r.returncode == 2 and f"{opt} must be an integer >= 1, got '{value}'" in r.stdout + r.stderr, (
             opt, r.stdout + r.stderr)
@@ -490,6 +491,22 @@ def test_mini_clotho_end_to_end(tmp_path):
     with zipfile.ZipFile(xe_dir / "packed" / "valid.cider_d.best.zip") as z:
         assert yaml.safe_load(z.read("feats_config.yaml"))["hop_length_s"] == 0.02
     conf.write_text(edited.replace("hop_length_s: 0.01", "hop_length_s: 0.02"))
+
+    # Stage 9 runs score_nj (here 2) scoring jobs at once: one that fails fails the stage, the
+    # others still end (here: already scored), and no RESULTS.md is written from a partial scoring
+    broken = decode_dirs[3] / "text"
+    hyps = broken.read_text()
+    broken.write_text(hyps + "no_such_clip a dog barks\n")
+    (d / "RESULTS.md").unlink()
+    r = _run(["./run.sh", "--stage", "9", "--stop_stage", "9"], cwd=d, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and f"Error: scoring {broken.parent.relative_to(d)} failed" in out, out[-4000:]
+    total = out.count("Stage 9: Scoring ")
+    assert f"have no reference in data/{broken.parent.name}/text" in out, out[-4000:]
+    assert f"Error: Stage 9: 1 of the {total} scoring jobs failed" in out, out[-4000:]
+    assert out.count("is already scored") == total - 1 == len(decode_dirs) - 1, out[-4000:]
+    assert not (d / "RESULTS.md").exists()
+    broken.write_text(hyps)
 
     # Re-running a finished recipe redoes nothing expensive and gives the same table.
     r = _run(["./run.sh", "--stage", "8", "--stop_stage", "9"], cwd=d, timeout=600)
