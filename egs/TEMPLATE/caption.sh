@@ -757,27 +757,27 @@ if ! "${skip_eval}"; then
         if [ -n "${prior_dir}" ]; then
             _scores+=("|${prior_dir}/decode_most_frequent_train_caption|${test_sets}")
         fi
-        # --score_nj score.sh jobs at once; a failed one fails the stage once all have ended
-        _running=0
+        # --score_nj score.sh jobs at once (the oldest is waited for first: "wait -n" needs bash
+        # 4.3); a failed one fails the stage once all have ended
+        _pids=()
         _failed=0
         _total=0
         for _job in "${_scores[@]}"; do
             IFS='|' read -r _ _ddir _sets <<< "${_job}"
             for dset in ${_sets}; do
-                if [ "${_running}" -ge "${score_nj}" ]; then
-                    wait -n || _failed=$((_failed + 1))
-                    _running=$((_running - 1))
+                if [ ${#_pids[@]} -ge "${score_nj}" ]; then
+                    wait "${_pids[0]}" || _failed=$((_failed + 1))
+                    _pids=("${_pids[@]:1}")
                 fi
                 log "Stage 9: Scoring ${_ddir}/${dset} (${metrics})"
                 scripts/score.sh --cmd "${train_cmd}" --python "${python}" --metrics "${metrics}" \
                     --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}" &
-                _running=$((_running + 1))
+                _pids+=($!)
                 _total=$((_total + 1))
             done
         done
-        while [ "${_running}" -gt 0 ]; do
-            wait -n || _failed=$((_failed + 1))
-            _running=$((_running - 1))
+        for _pid in ${_pids[@]+"${_pids[@]}"}; do
+            wait "${_pid}" || _failed=$((_failed + 1))
         done
         if [ "${_failed}" -gt 0 ]; then
             log "Error: Stage 9: ${_failed} of the ${_total} scoring jobs failed (their errors are above)"
