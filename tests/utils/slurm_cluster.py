@@ -195,9 +195,10 @@ class LocalSlurm:
         return "".join(f"\n==== {f} ====\n{(self.root / f).read_text(errors='replace')[-chars:]}"
                        for f in ("slurmctld.log", "slurmd.log") if (self.root / f).is_file())
 
-    def pids(self) -> List[int]:
-        """Pids of the daemons this cluster started (and of its job step daemons) still running."""
-        out = [p for p in stepd_pids() if p not in self.stepd_before]
+    def _daemon_pids(self) -> List[int]:
+        """Pids of the daemons this cluster started that still run them, in start order (munged,
+        slurmctld, slurmd); a pid file's pid now running another program is left out."""
+        out = []
         for name, pidfile in self.started:
             try:
                 pid = int(pidfile.read_text().split()[0])
@@ -206,6 +207,10 @@ class LocalSlurm:
             if _pid_alive(pid, name):
                 out.append(pid)
         return out
+
+    def pids(self) -> List[int]:
+        """Pids of the daemons this cluster started (and of its job step daemons) still running."""
+        return [p for p in stepd_pids() if p not in self.stepd_before] + self._daemon_pids()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Cancel every job, stop the daemons (TERM, then KILL) and wait until no process of
@@ -222,16 +227,9 @@ class LocalSlurm:
                 if q.returncode != 0 or not q.stdout.strip():
                     break
                 time.sleep(0.5)
-        pids = {}
-        for name, pidfile in reversed(self.started):  # slurmd, slurmctld, then munged
+        for pid in reversed(self._daemon_pids()):  # slurmd, slurmctld, then munged
             try:
-                pids[name] = int(pidfile.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
-            if not _pid_alive(pids[name], name):
-                continue
-            try:
-                os.kill(pids[name], signal.SIGTERM)
+                os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.time() + timeout
