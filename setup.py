@@ -27,7 +27,8 @@ install_requires = [
 ]
 extras_require = {
     # lint-imports checks the layers of .importlinter; pytest-xdist runs make test's workers
-    "test": ["pytest", "pytest-xdist>=3.8", "import-linter>=2.1"],
+    # kaldi-native-fbank: the reference the Kaldi fbank front end (KaldiFbank) is tested against
+    "test": ["pytest", "pytest-xdist>=3.8", "import-linter>=2.1", "kaldi-native-fbank"],
     "w2v": ["gensim>=4"],
 }
 extras_require["all"] = sorted({p for v in extras_require.values() for p in v})

@@ -37,13 +37,19 @@ def get_parser():
                         help="logmel, or pretrained: the frame outputs of --encoder on that log-mel")
     # the options of feats_type pretrained are absent unless given (argparse.SUPPRESS), so that a logmel config
     # resolves (--print_config, the dump's .done key and feats_config.yaml) as before they existed
-    parser.add_argument("--encoder", default=argparse.SUPPRESS, choices=("cnn14", "cnn10", "convnext"),
+    parser.add_argument("--encoder", default=argparse.SUPPRESS, choices=("cnn14", "cnn10", "convnext", "beats"),
                         help="feats_type pretrained: the encoder (its published checkpoint's front end is the log-mel)")
     parser.add_argument("--pretrained", default=argparse.SUPPRESS,
                         help="feats_type pretrained: the encoder's checkpoint, e.g. "
                              "downloads/convnext_tiny_465mAP_BL_AC_70kit.pth (loaded strictly)")
     parser.add_argument("--classes_num", type=int, default=argparse.SUPPRESS,
                         help="feats_type pretrained: classes of the checkpoint's tagging head (default 527: AudioSet)")
+    # absent unless given, as the options above: an older config resolves as before
+    parser.add_argument("--frontend", default=argparse.SUPPRESS, choices=("stft", "kaldi"),
+                        help="stft (default): torch.stft and librosa's mel filters, with the options below; kaldi: "
+                             "Kaldi's fbank (compute-fbank-feats defaults, no dither; BEATs' input), which takes "
+                             "n_mels, win_length_s, hop_length_s, fmin, fmax, fs and refuses other n_fft, dtype, "
+                             "log or pad_mode values than the defaults")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")
     parser.add_argument("--n_fft", type=int, default=2048, help="FFT size in samples")
     parser.add_argument("--win_length_s", type=float, default=0.04, help="Hann window length in seconds")

@@ -92,7 +92,8 @@ DECODE_CONFIG = "decode_config.yaml"
 # Decoding options of a packed model, with caption_decode's defaults.
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
 # Options of captionlib.audio.features.LogMel in a feature config.
-LOGMEL_KEYS = ("n_mels", "n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "dtype", "log", "pad_mode")
+LOGMEL_KEYS = ("frontend", "n_mels", "n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "dtype", "log",
+               "pad_mode")
 # Options of caption_extract_visual_feats in a feature config of feats_type cnn.
 VISUAL_KEYS = ("media_type", "cnn", "cnn_weights", "output", "image_size", "num_frames", "batch_size", "seed")
 #: keys of such a config added later, with the value that archives made before them mean
@@ -620,7 +621,8 @@ class AudioFrontEnd:
     """Log-mel features of audio files as stage 2 computes them.
 
     :func:`~captionlib.audio.io.load_audio` (mono mixdown, soxr resampling to the feature config's
-    ``fs``) and :class:`~captionlib.audio.features.LogMel` with the packed options. When the
+    ``fs``) and :class:`~captionlib.audio.features.LogMel` (with ``frontend: kaldi``,
+    :class:`~captionlib.audio.features.KaldiFbank`) with the packed options. When the
     feature config has ``fs: null`` and all training audio had one sample rate, audio at another
     rate is resampled to it.
 
@@ -628,7 +630,7 @@ class AudioFrontEnd:
     :func:`captionlib.models.encoder_feats.frame_outputs`) its output of the log-mel is the feature.
 
     Attributes:
-        extractor: the LogMel; sample_rate: the rate in Hz audio is resampled to, or ``None``
+        extractor: the LogMel or KaldiFbank; sample_rate: the rate in Hz audio is resampled to, or ``None``
             (each file's own); media: ``"audio"``; extensions: :data:`AUDIO_EXTENSIONS`.
     """
 
@@ -637,10 +639,10 @@ class AudioFrontEnd:
 
     def __init__(self, feats_config: Mapping[str, Any], train_sample_rates: Mapping[str, int],
                  name: str = "packed model", transform: Optional[Callable[[np.ndarray], np.ndarray]] = None):
-        from captionlib.audio.features import LogMel
+        from captionlib.audio.features import make_extractor
 
         self.transform = transform
-        self.extractor = LogMel(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
+        self.extractor = make_extractor(**{k: feats_config[k] for k in LOGMEL_KEYS if k in feats_config})
         #: stage 2's ``strict``: a file shorter than its header says is an error, not a warning
         self.strict = bool(feats_config.get("strict", False))
         rates = sorted(int(r) for r in train_sample_rates)

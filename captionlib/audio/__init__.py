@@ -1,8 +1,8 @@
-"""Audio loading (soundfile + soxr), log-mel features and SpecAugment.
+"""Audio loading (soundfile + soxr), log-mel and Kaldi fbank features, and SpecAugment.
 
 Public API (imported lazily, so ``captionlib.audio.io`` does not pull in torch)::
 
-    from captionlib.audio import load_audio, audio_info, logmel, LogMel, SpecAugment
+    from captionlib.audio import load_audio, audio_info, logmel, LogMel, KaldiFbank, SpecAugment
 """
 
 import importlib
@@ -12,6 +12,7 @@ _EXPORTS = {
     "audio_info": "captionlib.audio.io",
     "logmel": "captionlib.audio.features",
     "LogMel": "captionlib.audio.features",
+    "KaldiFbank": "captionlib.audio.features",
     "SpecAugment": "captionlib.audio.specaug",
 }
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import torch
 
-from captionlib.audio.features import LogMel
+from captionlib.audio.features import make_extractor
 from captionlib.audio.io import load_audio
 from captionlib.io.datadir import PathLike, read_scp
 from captionlib.io.feats import FeatShardWriter
@@ -65,13 +65,17 @@ def dump_feats(
         strict: an audio file shorter than its header says is an error (default: a logged
             warning naming it; see :func:`captionlib.audio.io.check_truncation`).
         transform: see ``feats_type`` (:mod:`captionlib.models.encoder_feats`).
-        logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode`` of :class:`~captionlib.audio.features.LogMel`.
+        logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode`` of :class:`~captionlib.audio.features.LogMel`,
+            and ``frontend``: ``stft`` (that class, the default) or ``kaldi``
+            (:class:`~captionlib.audio.features.KaldiFbank`: Kaldi's fbank, BEATs' input; it takes
+            ``n_mels``, the window, hop, ``fmin`` and ``fmax``, and refuses other values of the rest),
+            see :func:`~captionlib.audio.features.make_extractor`.
 
     Returns:
         ``{clip_id: frames}``.
 
     Raises:
-        ValueError: unknown ``feats_type``/``filetype``/``dtype``/``log``/``pad_mode``, malformed ``wav_scp``, or a clip
+        ValueError: unknown ``feats_type``/``filetype``/``dtype``/``log``/``pad_mode``/``frontend``, malformed ``wav_scp``, or a clip
             whose audio is unreadable/empty (message names the wav.scp line, the
             clip id and the audio path).
         FileNotFoundError: a missing audio file (same naming).
@@ -79,8 +83,8 @@ def dump_feats(
     if num_threads > 0:
         torch.set_num_threads(num_threads)
     _check_feats_type(feats_type, transform)
-    extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s,
-                       dtype=dtype, **logmel_options)
+    extractor = make_extractor(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s,
+                               dtype=dtype, **logmel_options)
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
     logging.info("extracting %s features (log-mel in %s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs),

@@ -24,12 +24,15 @@ frames. With ``fs: 32000``, a 1024-point window and FFT, a 320-sample hop, 64 ba
 et al. 2020; torchlibrosa's ``Spectrogram`` + ``LogmelFilterBank`` with ``ref=1.0``,
 ``amin=1e-10``, ``top_db=None``): ``egs/clotho/conf/feats_panns.yaml``.
 
+:class:`KaldiFbank` (``frontend: kaldi`` in a features config, :func:`make_extractor`) is
+Kaldi's fbank instead, BEATs' input (``egs/clotho/conf/feats_beats.yaml``).
+
 Reference: X. Xu, H. Dinkel, M. Wu, K. Yu, "A CRNN-GRU based reinforcement
 learning approach to audio captioning", DCASE 2020 workshop (seed 000).
 """
 
 import warnings
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import librosa
 import numpy as np
@@ -209,3 +212,148 @@ def logmel(
     """
     extractor = LogMel(n_mels=n_mels, n_fft=n_fft, win_length_s=win_length_s, hop_length_s=hop_length_s, dtype=dtype)
     return extractor(wave, fs)
+
+
+#: front ends of ``caption_dump_feats``' ``frontend`` option: ``stft`` (:class:`LogMel`, the
+#: default) or ``kaldi`` (:class:`KaldiFbank`)
+FRONTENDS = ("stft", "kaldi")
+#: options of :class:`LogMel` that :class:`KaldiFbank` does not take, with the value that means
+#: "not set" (a config giving another value with ``frontend: kaldi`` is an error, not ignored)
+_LOGMEL_ONLY = {"n_fft": 2048, "dtype": "float32", "log": "ln", "pad_mode": "constant"}
+
+
+class KaldiFbank:
+    """Kaldi's log mel filter-bank features (``compute-fbank-feats`` with its defaults), the
+    front end of BEATs (Chen et al. 2023, through ``torchaudio.compliance.kaldi.fbank``) and of
+    most Kaldi/ESPnet speech systems.
+
+    Per frame of ``win_length_s`` every ``hop_length_s`` (Kaldi's ``snip_edges``: only whole
+    frames, ``1 + (samples - win) // hop`` of them), on the wave scaled to 16-bit integer range
+    (times 32768, as Kaldi reads a wav file): the frame's mean removed, pre-emphasis 0.97
+    (the first sample against itself), the Povey window (a symmetric Hann window to the power
+    0.85), zero-padded to the next power of two, the power spectrum, ``n_mels`` triangular
+    filters equally spaced on Kaldi's mel scale ``1127 ln(1 + f / 700)`` from ``fmin`` to ``fmax``
+    (the Nyquist bin left out), and the natural log floored at float32's epsilon
+    (1.19e-7, ln = -15.94). No dither (torchaudio's default; Kaldi's is 1).
+
+    A band narrower than the FFT's bin spacing gets no FFT bin, so its feature is the constant
+    floor: Kaldi and kaldi-native-fbank refuse such a configuration ("num_mel_bins too large"),
+    torchaudio computes it, and so does this class (BEATs' 128 bands at 16 kHz have one such
+    band, and its checkpoints were trained with it). Elsewhere the features equal
+    kaldi-native-fbank's (tests/captionlib/audio/test_kaldi_fbank.py).
+
+    Args:
+        n_mels: mel bands (output dim).
+        win_length_s: frame length in seconds (Kaldi ``--frame-length`` 25 ms).
+        hop_length_s: frame shift in seconds (Kaldi ``--frame-shift`` 10 ms).
+        fmin: low edge of the first band in Hz (Kaldi ``--low-freq``, default 20).
+        fmax: high edge of the last band in Hz; ``None``: the Nyquist frequency (Kaldi
+            ``--high-freq 0``).
+
+    Raises:
+        ValueError: a non-positive size or length, ``fmin`` < 0 or ``fmax`` not above it; at a
+            sample rate whose Nyquist frequency is below ``fmax`` (or not above ``fmin``),
+            :meth:`mel_filters` raises.
+
+    Example:
+        >>> feat = KaldiFbank(n_mels=128)(wave, 16000)   # (frames, 128) float32, BEATs' input
+    """
+
+    def __init__(self, n_mels: int = 80, win_length_s: float = 0.025, hop_length_s: float = 0.01,
+                 fmin: float = 20.0, fmax: Optional[float] = None) -> None:
+        if n_mels <= 0 or win_length_s <= 0 or hop_length_s <= 0:
+            raise ValueError("n_mels, win_length_s and hop_length_s must be positive")
+        if fmin < 0 or (fmax is not None and fmax <= fmin):
+            raise ValueError(f"fmin must be >= 0 and fmax (null: Nyquist) above fmin, got fmin {fmin}, fmax {fmax}")
+        self.n_mels, self.win_length_s, self.hop_length_s = n_mels, win_length_s, hop_length_s
+        self.fmin, self.fmax = fmin, fmax
+        self._mel: Dict[int, torch.Tensor] = {}
+
+    def frame_params(self, fs: int) -> Tuple[int, int, int]:
+        """``(window, hop, FFT size)`` in samples at ``fs`` Hz: the FFT size is the window rounded
+        up to a power of two.
+
+        Raises:
+            ValueError: a window or hop of 0 samples.
+        """
+        win, hop = int(round(self.win_length_s * fs)), int(round(self.hop_length_s * fs))
+        if win <= 0 or hop <= 0:
+            raise ValueError(f"window/hop of {self.win_length_s}/{self.hop_length_s} s is 0 samples at {fs} Hz")
+        return win, hop, 1 << (win - 1).bit_length()
+
+    def mel_filters(self, fs: int) -> torch.Tensor:
+        """Kaldi's mel filter bank ``(n_mels, n_fft // 2 + 1)`` (float32; the Nyquist column 0).
+
+        Raises:
+            ValueError: ``fmax`` above the Nyquist frequency or ``fmin`` not below it.
+        """
+        if fs not in self._mel:
+            nyquist = fs / 2
+            high = nyquist if self.fmax is None else self.fmax
+            if high > nyquist or self.fmin >= high:
+                raise ValueError(f"mel bands from fmin {self.fmin} to fmax {self.fmax} Hz do not fit below the "
+                                 f"Nyquist frequency {nyquist:g} Hz of audio at {fs} Hz: lower fmax/fmin or set fs")
+            n_fft = self.frame_params(fs)[2]
+            mel = lambda f: 1127.0 * np.log(1.0 + np.asarray(f, dtype=np.float64) / 700.0)  # noqa: E731
+            low, delta = mel(self.fmin), (mel(high) - mel(self.fmin)) / (self.n_mels + 1)
+            left = low + delta * np.arange(self.n_mels)[:, None]  # (n_mels, 1) band edges in mel
+            bins = mel(np.arange(n_fft // 2) * fs / n_fft)[None, :]  # (1, n_fft // 2) FFT bins in mel
+            up, down = (bins - left) / delta, (left + 2 * delta - bins) / delta
+            weights = np.maximum(0.0, np.minimum(up, down))
+            self._mel[fs] = torch.from_numpy(np.pad(weights, ((0, 0), (0, 1))).astype(np.float32))
+        return self._mel[fs]
+
+    def num_frames(self, num_samples: int, fs: int) -> int:
+        """Frames produced for ``num_samples`` samples: ``1 + (num_samples - win) // hop``
+        (0 below one window)."""
+        win, hop, _ = self.frame_params(fs)
+        return 0 if num_samples < win else 1 + (num_samples - win) // hop
+
+    def __call__(self, wave: np.ndarray, fs: int) -> np.ndarray:
+        """Compute the features.
+
+        Args:
+            wave: mono signal ``(samples,)`` in [-1, 1] (float) or 16-bit integers, at ``fs`` Hz.
+            fs: its sample rate in Hz.
+
+        Returns:
+            float32 array ``(frames, n_mels)``, ``frames = 1 + (samples - win) // hop``.
+
+        Raises:
+            ValueError: a non-1-D wave, or one shorter than one frame.
+        """
+        x = np.asarray(wave)
+        if x.ndim != 1:
+            raise ValueError(f"expected a mono wave of shape (samples,), got shape {x.shape}")
+        win, hop, n_fft = self.frame_params(fs)
+        if x.size < win:
+            raise ValueError(f"a wave of {x.size} samples ({x.size / fs:.4f} s) is shorter than one frame "
+                             f"({win} samples, win_length_s {self.win_length_s})")
+        scale = 1.0 if np.issubdtype(x.dtype, np.integer) else 32768.0
+        frames = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32) * np.float32(scale)).unfold(0, win, hop)
+        frames = frames - frames.mean(dim=1, keepdim=True)
+        frames = frames - 0.97 * torch.cat([frames[:, :1], frames[:, :-1]], dim=1)
+        frames = frames * torch.hann_window(win, periodic=False).pow(0.85)
+        power = torch.fft.rfft(frames, n=n_fft).abs().pow(2)
+        mel = power @ self.mel_filters(fs).T
+        return mel.clamp_(min=torch.finfo(torch.float32).eps).log_().numpy()
+
+
+def make_extractor(frontend: str = "stft", **options: Any):
+    """The front end ``frontend`` (:data:`FRONTENDS`) with ``options`` (the feature config's
+    keys of :class:`LogMel` or :class:`KaldiFbank`): ``(wave, fs) -> (frames, n_mels)``.
+
+    Raises:
+        ValueError: an unknown ``frontend``; with ``kaldi``, a :class:`LogMel`-only option
+            (``n_fft``, ``dtype``, ``log``, ``pad_mode``) set to other than its default (it would
+            be ignored); the front end's own errors.
+    """
+    if frontend not in FRONTENDS:
+        raise ValueError(f"frontend must be one of {FRONTENDS}, got {frontend!r}")
+    if frontend == "stft":
+        return LogMel(**options)
+    given = sorted(f"{k}: {options[k]}" for k, v in _LOGMEL_ONLY.items() if options.get(k, v) != v)
+    if given:
+        raise ValueError(f"{', '.join(given)}: not options of frontend kaldi (Kaldi's fbank: FFT of the frame "
+                         "rounded up to a power of two, float32, natural log, whole frames only)")
+    return KaldiFbank(**{k: v for k, v in options.items() if k not in _LOGMEL_ONLY})

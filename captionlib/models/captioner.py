@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from captionlib.models.beats import BEATsEncoder
 from captionlib.models.convnext import ConvNeXtEncoder
 from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
@@ -22,7 +23,7 @@ from captionlib.models.transformer import TransformerDecoder, TransformerEncoder
 from captionlib.utils.fileio import load_checkpoint
 
 ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder, "cnn14": Cnn14Encoder,
-            "cnn10": Cnn10Encoder, "convnext": ConvNeXtEncoder}
+            "cnn10": Cnn10Encoder, "convnext": ConvNeXtEncoder, "beats": BEATsEncoder}
 #: Clips per encoder call in eval mode, by device type (see :meth:`Captioner.encode`). A device
 #: type not listed encodes the whole batch in one call: on an H100, 32 clips of 15-30 s encode
 #: 2.2-2.3x faster in one call than in chunks of 8, while on 2 CPU cores chunks are 1.1-1.2x faster

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from captionlib.io.datadir import PathLike
-from captionlib.models import convnext, panns
+from captionlib.models import beats, convnext, panns
 from captionlib.models.captioner import ENCODERS
 from captionlib.models.panns import AUDIOSET_CLASSES
 
@@ -30,7 +30,8 @@ from captionlib.models.panns import AUDIOSET_CLASSES
 #: feats_config)`` loads ``path`` strictly into the encoder, checking the checkpoint's front
 #: end against the features config of the encoder's log-mel input.
 PRETRAINED_LOADERS: Dict[str, Callable[[torch.nn.Module, str, Dict[str, Any]], None]] = {
-    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained, "convnext": convnext.load_pretrained}
+    "cnn14": panns.load_pretrained, "cnn10": panns.load_pretrained, "convnext": convnext.load_pretrained,
+    "beats": beats.load_pretrained}
 
 
 def check_pretrained_loader(encoder: str, option: str) -> None:
@@ -97,17 +98,17 @@ def dump_encoder_feats(
     Args:
         wav_scp: ``<clip-id> <audio path>`` lines.
         out_prefix: output path without extension, e.g. ``dump/pretrained_convnext/dev/feats.3``.
-        encoder: ``cnn14``, ``cnn10`` or ``convnext``.
+        encoder: ``cnn14``, ``cnn10``, ``convnext`` or ``beats``.
         pretrained: its checkpoint in the authors' layout (e.g.
             ``convnext_tiny_465mAP_BL_AC_70kit.pth``).
         classes_num: classes of its (unused) tagging head, as :func:`frozen_encoder`.
-        n_mels: mel bands of the encoder's input (64 for PANNs, 224 for the ConvNeXt).
+        n_mels: mel bands of the encoder's input (64 for PANNs, 224 for the ConvNeXt, 128 for BEATs).
         fs: sample rate in Hz of the encoder's input (required: a front end works at one rate).
         options: the other options of :func:`~captionlib.audio.dump.dump_feats`.
 
     Returns:
         ``{clip_id: frames'}`` (frame outputs per clip: one per ``time_subsampling`` log-mel
-        frames, e.g. 31 for a 10 s clip with the ConvNeXt or CNN14, 62 with CNN10).
+        frames, e.g. 31 for a 10 s clip with the ConvNeXt or CNN14, 62 with CNN10, 62 with BEATs).
 
     Raises:
         ValueError: no ``encoder``, ``pretrained`` or ``fs``, an encoder without a loader, a
@@ -117,7 +118,7 @@ def dump_encoder_feats(
     """
     options.pop("feats_type", None)
     if not encoder or not pretrained or fs is None:
-        raise ValueError("feats_type pretrained needs encoder (cnn14, cnn10 or convnext), pretrained (its checkpoint) "
+        raise ValueError("feats_type pretrained needs encoder (cnn14, cnn10, convnext or beats), pretrained (its checkpoint) "
                          f"and fs (the rate of its front end), got encoder={encoder!r}, pretrained={pretrained!r}, "
                          f"fs={fs!r}")
     from captionlib.audio.dump import dump_feats  # audio libraries only where audio is read

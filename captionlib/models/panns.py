@@ -247,6 +247,7 @@ def front_end_tensors(feats_config: Mapping[str, Any]) -> Dict[str, torch.Tensor
         feats_config: the features config (keys of ``caption_dump_feats``); ``fs`` is required.
 
     Raises:
+        FrontEndMismatchError: (a ValueError) ``frontend`` other than ``stft``.
         ValueError: ``fs`` missing or null (a checkpoint's front end is at one sample rate), or
             options :class:`~captionlib.audio.features.LogMel` refuses.
     """
@@ -259,6 +260,9 @@ def front_end_tensors(feats_config: Mapping[str, Any]) -> Dict[str, torch.Tensor
     fs = feats_config.get("fs")
     if fs is None:
         raise ValueError("the features config has no fs: a pretrained front end works at one sample rate")
+    if feats_config.get("frontend", "stft") != "stft":
+        raise FrontEndMismatchError(f"the features config has frontend {feats_config['frontend']!r}: this encoder's "
+                                    "checkpoints hold torchlibrosa's STFT front end (frontend stft, the default)")
     extractor = LogMel(**{k: feats_config[k] for k in _FRONT_END_OPTIONS if k in feats_config}, dtype="float64")
     win, _ = extractor.frame_params(int(fs))
     window = librosa.util.pad_center(librosa.filters.get_window("hann", win, fftbins=True), size=extractor.n_fft)
@@ -320,7 +324,10 @@ def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str
         raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
                                 f"checkpoint yourself ({source}) and give its path")
     state = read_state_dict(path)
-    expected = front_end_tensors(feats_config)
+    try:
+        expected = front_end_tensors(feats_config)
+    except FrontEndMismatchError as e:
+        raise FrontEndMismatchError(f"{path}: {e}; {feats_hint}") from None
     shapes = {k: tuple(v.shape) for k, v in expected.items()}
     try:
         check_keys(encoder, state, path, shapes)

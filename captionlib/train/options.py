@@ -133,15 +133,17 @@ class XEOptions(TrainOptions):
                                   "Top-Down); rnn: projection + LSTM/GRU over frames (S2VT, seed 004); cnn14 / cnn10: "
                                   "PANNs CNN14 / CNN10 (Kong et al. 2020) on feats_panns.yaml features; convnext: the "
                                   "audio ConvNeXt-Tiny (Pellegrini et al. 2023; CoNeTTE, DCASE 2024 baseline) on "
-                                  "feats_convnext.yaml features", MODEL,
-                          ("crnn", "linear", "rnn", "cnn14", "cnn10", "convnext"))
+                                  "feats_convnext.yaml features; beats: BEATs (Chen et al. 2023) on feats_beats.yaml "
+                                  "(Kaldi fbank) features", MODEL,
+                          ("crnn", "linear", "rnn", "cnn14", "cnn10", "convnext", "beats"))
     encoder_conf: Dict[str, Any] = option(
         {}, "encoder options (YAML mapping); transformer: options of Transformer encoder layers over the encoder's "
             "frames (num_layers, d_model, nhead, dim_feedforward, dropout; SJTU's CNN + Transformer); and three keys "
             "the trainer reads (kept out of the model files): pretrained: a checkpoint loaded strictly into the "
             "encoder (cnn14 / cnn10: PANNs' Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, zenodo.org/record/3987831; "
-            "convnext: convnext_tiny_465mAP_BL_AC_70kit.pth, zenodo.org/record/8020843; or caption_pretrain_tagging's "
-            "pretrained.pth), its front end checked against <train_data_dir>/feats_config.yaml, the feature "
+            "convnext: convnext_tiny_465mAP_BL_AC_70kit.pth, zenodo.org/record/8020843; beats: "
+            "BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt, github.com/microsoft/unilm/tree/master/beats, its cfg "
+            "checked against encoder_conf; or caption_pretrain_tagging's pretrained.pth), its front end checked against <train_data_dir>/feats_config.yaml, the feature "
             "normalisation then the identity; freeze: true (for good), N (the first N epochs) or false: the "
             "encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr", MODEL)
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "

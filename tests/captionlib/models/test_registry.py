@@ -47,7 +47,7 @@ def _feats(batch=11, frames=9, seed=1):
 
 
 def test_registry_names():
-    assert set(ENCODERS) == {"crnn", "linear", "rnn", "cnn14", "cnn10", "convnext"}
+    assert set(ENCODERS) == {"crnn", "linear", "rnn", "cnn14", "cnn10", "convnext", "beats"}
     assert set(DECODERS) == {"gru", "lstm", "att_lstm", "transformer"}
     with pytest.raises(ValueError, match="unknown encoder"):
         Captioner(V, feats_dim=D, encoder="cnn3d")
