@@ -47,7 +47,8 @@ def get_parser():
     # absent unless given, as the options above: an older config resolves as before
     parser.add_argument("--frontend", default=argparse.SUPPRESS, choices=("stft", "kaldi"),
                         help="stft (default): torch.stft and librosa's mel filters, with the options below; kaldi: "
-                             "Kaldi's fbank (compute-fbank-feats defaults, no dither; BEATs' input), which takes "
+                             "Kaldi's fbank computation (compute-fbank-feats, no dither; BEATs' input: set every "
+                             "option as conf/feats_beats.yaml does, the defaults below are not Kaldi's), which takes "
                              "n_mels, win_length_s, hop_length_s, fmin, fmax, fs and refuses other n_fft, dtype, "
                              "log or pad_mode values than the defaults")
     parser.add_argument("--n_mels", type=int, default=64, help="mel bands (feature dim)")

@@ -37,7 +37,7 @@ the recipe's stage 2, then :func:`captionlib.decode.inference.caption_batch` (st
 of the recipe gets the caption of stage 8:
 
 * ``logmel``: :func:`captionlib.audio.io.load_audio` and :class:`captionlib.audio.features.LogMel`
-  with the packed options;
+  (``frontend: kaldi``: :class:`~captionlib.audio.features.KaldiFbank`) with the packed options;
 * ``pretrained``: the same, then the frozen encoder of ``encoder.pth``, loaded strictly
   (:mod:`captionlib.models.encoder_feats`: nothing in the file is run);
 * ``cnn``: :func:`captionlib.visual.media.load_image_tensor` (``media_type: image``) or
@@ -91,7 +91,7 @@ LEGACY_CIDER_DF = "cider_df.pkl"  # the pickle of older versions
 DECODE_CONFIG = "decode_config.yaml"
 # Decoding options of a packed model, with caption_decode's defaults.
 DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
-# Options of captionlib.audio.features.LogMel in a feature config.
+# Options of the audio front end in a feature config (features.make_extractor: LogMel or KaldiFbank).
 LOGMEL_KEYS = ("frontend", "n_mels", "n_fft", "win_length_s", "hop_length_s", "fmin", "fmax", "dtype", "log",
                "pad_mode")
 # Options of caption_extract_visual_feats in a feature config of feats_type cnn.

@@ -51,8 +51,8 @@ def dump_feats(
         filetype: ``"ark"`` or ``"hdf5"``.
         feats_type: ``"logmel"`` (:class:`captionlib.audio.features.LogMel`), or ``"pretrained"``:
             ``transform`` (a frozen encoder) maps each log-mel (frames, n_mels) to what is stored.
-        n_mels: mel bands (feature dim); n_fft: FFT size in samples.
-        win_length_s: Hann window length in seconds; hop_length_s: frame shift in seconds.
+        n_mels: mel bands (feature dim); n_fft: FFT size in samples; win_length_s: window
+            length in seconds; hop_length_s: frame shift in seconds.
         fs: resample to this rate in Hz first (``None``: the file's own rate; clips of the
             shard at different rates are then logged once as a warning with the count of clips
             per rate, since a mel band covers other frequencies at each rate).
@@ -60,24 +60,20 @@ def dump_feats(
         log_interval: clips between progress lines.
         num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays;
             0: leave torch's setting). Set process-wide and left set.
-        dtype: computation dtype of the features, ``"float32"`` (fast) or ``"float64"``
-            (see :mod:`captionlib.audio.features`); the stored features are float32 either way.
+        dtype: computation dtype, ``"float32"`` (fast) or ``"float64"`` (:mod:`captionlib.audio.features`).
         strict: an audio file shorter than its header says is an error (default: a logged
             warning naming it; see :func:`captionlib.audio.io.check_truncation`).
         transform: see ``feats_type`` (:mod:`captionlib.models.encoder_feats`).
-        logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode`` of :class:`~captionlib.audio.features.LogMel`,
-            and ``frontend``: ``stft`` (that class, the default) or ``kaldi``
-            (:class:`~captionlib.audio.features.KaldiFbank`: Kaldi's fbank, BEATs' input; it takes
-            ``n_mels``, the window, hop, ``fmin`` and ``fmax``, and refuses other values of the rest),
-            see :func:`~captionlib.audio.features.make_extractor`.
+        logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode``, and ``frontend`` (``stft``, the
+            default, or ``kaldi``: Kaldi fbank) of :func:`~captionlib.audio.features.make_extractor`.
 
     Returns:
         ``{clip_id: frames}``.
 
     Raises:
-        ValueError: unknown ``feats_type``/``filetype``/``dtype``/``log``/``pad_mode``/``frontend``, malformed ``wav_scp``, or a clip
-            whose audio is unreadable/empty (message names the wav.scp line, the
-            clip id and the audio path).
+        ValueError: unknown ``feats_type``/``filetype``/``dtype``/``log``/``pad_mode``/``frontend``,
+            malformed ``wav_scp``, or a clip whose audio is unreadable/empty (message names the
+            wav.scp line, the clip id and the audio path).
         FileNotFoundError: a missing audio file (same naming).
     """
     if num_threads > 0:
@@ -87,8 +83,9 @@ def dump_feats(
                                dtype=dtype, **logmel_options)
     wavs = read_scp(wav_scp)
     prefix = os.path.abspath(os.fspath(out_prefix))
-    logging.info("extracting %s features (log-mel in %s) of %d clips from %s to %s.*", feats_type, dtype, len(wavs),
-                 wav_scp, prefix)
+    kind = f"log-mel in {dtype}" if logmel_options.get("frontend", "stft") == "stft" else "Kaldi fbank"
+    logging.info("extracting %s features (%s) of %d clips from %s to %s.*", feats_type, kind, len(wavs), wav_scp,
+                 prefix)
     rates: Counter = Counter()  # clips per sample rate (one rate unless fs is None)
     with FeatShardWriter(prefix, filetype, feats_type, write_num_frames, len(wavs), log_interval) as writer:
         for i, (key, path) in enumerate(wavs.items(), start=1):

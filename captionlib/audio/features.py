@@ -223,9 +223,9 @@ _LOGMEL_ONLY = {"n_fft": 2048, "dtype": "float32", "log": "ln", "pad_mode": "con
 
 
 class KaldiFbank:
-    """Kaldi's log mel filter-bank features (``compute-fbank-feats`` with its defaults), the
-    front end of BEATs (Chen et al. 2023, through ``torchaudio.compliance.kaldi.fbank``) and of
-    most Kaldi/ESPnet speech systems.
+    """Kaldi's log mel filter-bank features (``compute-fbank-feats``: its computation, with the
+    options below; 23 bands in Kaldi, 80 here by default), the front end of BEATs (Chen et al.
+    2023, through ``torchaudio.compliance.kaldi.fbank``) and of most Kaldi/ESPnet speech systems.
 
     Per frame of ``win_length_s`` every ``hop_length_s`` (Kaldi's ``snip_edges``: only whole
     frames, ``1 + (samples - win) // hop`` of them), on the wave scaled to 16-bit integer range
@@ -270,13 +270,15 @@ class KaldiFbank:
         self._mel: Dict[int, torch.Tensor] = {}
 
     def frame_params(self, fs: int) -> Tuple[int, int, int]:
-        """``(window, hop, FFT size)`` in samples at ``fs`` Hz: the FFT size is the window rounded
-        up to a power of two.
+        """``(window, hop, FFT size)`` in samples at ``fs`` Hz, truncated as Kaldi does (a 25 ms window
+        at 11,025 Hz is 275 samples); the FFT size is the window rounded up to a power of two.
 
         Raises:
             ValueError: a window or hop of 0 samples.
         """
-        win, hop = int(round(self.win_length_s * fs)), int(round(self.hop_length_s * fs))
+        # Kaldi truncates (int(fs * ms * 0.001)); the rounding to 6 decimals only removes float
+        # error (0.025 * 16000 must be 400, not 399.99999999999994)
+        win, hop = int(round(self.win_length_s * fs, 6)), int(round(self.hop_length_s * fs, 6))
         if win <= 0 or hop <= 0:
             raise ValueError(f"window/hop of {self.win_length_s}/{self.hop_length_s} s is 0 samples at {fs} Hz")
         return win, hop, 1 << (win - 1).bit_length()
@@ -313,18 +315,21 @@ class KaldiFbank:
         """Compute the features.
 
         Args:
-            wave: mono signal ``(samples,)`` in [-1, 1] (float) or 16-bit integers, at ``fs`` Hz.
+            wave: mono signal ``(samples,)`` in [-1, 1] (float) or int16, at ``fs`` Hz.
             fs: its sample rate in Hz.
 
         Returns:
             float32 array ``(frames, n_mels)``, ``frames = 1 + (samples - win) // hop``.
 
         Raises:
-            ValueError: a non-1-D wave, or one shorter than one frame.
+            ValueError: a non-1-D wave, one shorter than one frame, or integers other than int16
+                (their scale is unknown).
         """
         x = np.asarray(wave)
         if x.ndim != 1:
             raise ValueError(f"expected a mono wave of shape (samples,), got shape {x.shape}")
+        if np.issubdtype(x.dtype, np.integer) and x.dtype != np.int16:
+            raise ValueError(f"integer samples must be int16 (Kaldi's scale), got {x.dtype}: pass floats in [-1, 1]")
         win, hop, n_fft = self.frame_params(fs)
         if x.size < win:
             raise ValueError(f"a wave of {x.size} samples ({x.size / fs:.4f} s) is shorter than one frame "

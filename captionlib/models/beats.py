@@ -57,8 +57,8 @@ FBANK_MEAN, FBANK_STD = 15.41663, 6.55582
 PATCH = 16
 #: the front end the checkpoints were trained on (``torchaudio.compliance.kaldi.fbank`` with
 #: ``num_mel_bins=128, sample_frequency=16000, frame_length=25, frame_shift=10``)
-FRONT_END = {"frontend": "kaldi", "fs": 16000, "win_length_s": 0.025, "hop_length_s": 0.01, "fmin": 20.0,
-             "fmax": None}
+FRONT_END = {"frontend": "kaldi", "fs": 16000, "n_mels": 128, "win_length_s": 0.025, "hop_length_s": 0.01,
+             "fmin": 20.0, "fmax": None}
 #: checkpoint ``cfg`` keys with the one value this implementation has
 FIXED_CFG = {"input_patch_size": PATCH, "conv_bias": False, "activation_fn": "gelu", "layer_norm_first": False,
              "deep_norm": True, "relative_position_embedding": True, "gru_rel_pos": True}
@@ -286,10 +286,12 @@ class BEATsEncoder(nn.Module):
         self._init_weights(encoder_layers)
 
     def _init_weights(self, layers: int) -> None:
-        """The authors' initialisation: BERT's (normal, std 0.02, zero biases) for the linear
-        layers and the bias table, then DeepNorm's Xavier-normal for the value, output and
-        feed-forward projections (gain ``(8 * layers) ** -0.25``) and for keys and queries (gain 1)."""
-        for m in self.modules():
+        """The authors' initialisation of the Transformer (``encoder``): BERT's (normal, std 0.02,
+        zero biases) for its linear layers and the bias table, then DeepNorm's Xavier-normal for the
+        value, output and feed-forward projections (gain ``(8 * layers) ** -0.25``) and for keys and
+        queries (gain 1); ``post_extract_proj``, ``predictor`` and the patch embedding keep
+        PyTorch's defaults, as the authors'."""
+        for m in self.encoder.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
                 if isinstance(m, nn.Linear) and m.bias is not None:
@@ -350,11 +352,12 @@ class BEATsEncoder(nn.Module):
         return v, x * valid.to(x.dtype), v
 
 
-def check_front_end(feats_config: Mapping[str, Any], n_mels: int, path: str) -> None:
+def check_front_end(feats_config: Mapping[str, Any], path: str) -> None:
     """Raise :class:`~captionlib.models.panns.FrontEndMismatchError` (naming ``path`` and each
-    differing option) unless ``feats_config`` is BEATs' front end (:data:`FRONT_END`) with
-    ``n_mels`` bands."""
-    required = {**FRONT_END, "n_mels": n_mels}
+    differing option) unless ``feats_config`` is BEATs' front end (:data:`FRONT_END`: the
+    published checkpoints' weights fit any number of bands that divides by 16, but they were
+    trained on 128, 8 patches per time step)."""
+    required = FRONT_END
     given = {k: feats_config.get(k, "stft" if k == "frontend" else None) for k in required}
     bad = [f"{k}: {given[k]!r} (BEATs: {v!r})" for k, v in required.items()
            if not (given[k] == v or (isinstance(v, float) and isinstance(given[k], (int, float))
@@ -407,7 +410,7 @@ def load_pretrained(encoder: BEATsEncoder, path: str, feats_config: Mapping[str,
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
                                 f"checkpoint yourself ({CHECKPOINT_SOURCE}) and give its path")
-    check_front_end(feats_config, encoder.n_mels, path)
+    check_front_end(feats_config, path)
     obj = load_checkpoint(path, numpy_values=True)
     if not isinstance(obj, Mapping) or not isinstance(obj.get("model"), Mapping):
         raise ValueError(f"{path}: not a BEATs checkpoint: no 'model' state dict (the authors' layout is "

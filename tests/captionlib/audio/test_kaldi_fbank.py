@@ -39,7 +39,9 @@ def _knf(wave, fs, n_mels, **opts):
     return np.stack([f.get_frame(i) for i in range(f.num_frames_ready)])
 
 
-@pytest.mark.parametrize("n_mels,fs,opts", [(80, 16000, {}), (23, 16000, {}), (64, 44100, {"low_freq": 50.0})])
+# 11,025 Hz: 25 ms is 275.625 samples, which Kaldi truncates to 275
+@pytest.mark.parametrize("n_mels,fs,opts", [(80, 16000, {}), (23, 16000, {}), (64, 44100, {"low_freq": 50.0}),
+                                            (40, 11025, {})])
 def test_equals_kaldi_native_fbank(n_mels, fs, opts):
     assert len(CLIPS) >= 4
     extractor = KaldiFbank(n_mels=n_mels, fmin=opts.get("low_freq", 20.0))
@@ -47,9 +49,28 @@ def test_equals_kaldi_native_fbank(n_mels, fs, opts):
         wave, rate = load_audio(clip, fs=fs)
         ours, ref = extractor(wave, rate), _knf(wave, rate, n_mels, **opts)
         assert ours.dtype == np.float32 and ours.shape == ref.shape == (extractor.num_frames(len(wave), rate), n_mels)
+        assert extractor.frame_params(rate)[0] == int(rate * 25 * 0.001)
         # float32 FFT and log round-off: < 2e-3 absolute in values up to 26 (natural log)
         np.testing.assert_allclose(ours, ref, rtol=0, atol=2e-3, err_msg=str(clip))
         assert np.abs(ours - ref).mean() < 1e-4
+
+
+def _kaldi_mel_banks(n_mels, fs, n_fft, low, high):
+    """Kaldi's ``MelBanks`` (feat/mel-computations.cc), written as its loops: for each band,
+    the FFT bins strictly between its left and right edges on the mel scale get the up or down
+    slope; (n_mels, n_fft // 2 + 1) with the Nyquist bin 0, as torchaudio's ``get_mel_banks``
+    padded by ``fbank``."""
+    mel = lambda f: 1127.0 * np.log(1.0 + f / 700.0)  # noqa: E731
+    delta = (mel(high) - mel(low)) / (n_mels + 1)
+    banks = np.zeros((n_mels, n_fft // 2 + 1))
+    for b in range(n_mels):
+        left = mel(low) + b * delta
+        center, right = left + delta, left + 2 * delta
+        for i in range(n_fft // 2):
+            m = mel(fs * i / n_fft)
+            if left < m < right:
+                banks[b, i] = (m - left) / (center - left) if m <= center else (right - m) / (right - center)
+    return banks
 
 
 def test_feats_beats_is_the_authors_front_end(tmp_path):
@@ -60,6 +81,7 @@ def test_feats_beats_is_the_authors_front_end(tmp_path):
     # one of the 128 bands has no FFT bin: kaldi-native-fbank refuses, torchaudio (and we) give the floor
     filters = extractor.mel_filters(16000).numpy()
     assert filters.shape == (128, 257) and not filters[:, 256].any()
+    np.testing.assert_allclose(filters, _kaldi_mel_banks(128, 16000, 512, 20.0, 8000.0), rtol=0, atol=1e-6)
     empty = np.flatnonzero(filters.max(axis=1) == 0)
     assert len(empty) == 1
     with pytest.raises(Exception, match="num_mel_bins too large"):
@@ -84,6 +106,8 @@ def test_integer_input_and_errors():
     pcm = np.round(wave * 32768).clip(-32768, 32767).astype(np.int16)
     extractor = KaldiFbank(n_mels=40)
     np.testing.assert_allclose(extractor(pcm, 16000), extractor(pcm / 32768.0, 16000), atol=1e-4)
+    with pytest.raises(ValueError, match="integer samples must be int16"):
+        extractor(pcm.astype(np.int32), 16000)
     with pytest.raises(ValueError, match="shorter than one frame"):
         extractor(np.zeros(399), 16000)
     with pytest.raises(ValueError, match="Nyquist"):

@@ -67,16 +67,15 @@ def test_published_layout_is_the_encoder():
 
 
 def _checkpoint(path, seed=0, cfg=TINY_CFG, **changes):
-    """A checkpoint in the authors' layout ({"cfg", "model"}) with random weights (the bias table
-    and gates perturbed so that every path counts); returns its state dict."""
+    """A checkpoint in the authors' layout ({"cfg", "model"}) with every tensor random (biases,
+    LayerNorms, gates and the shared bias table included, so that every path counts); returns
+    its state dict."""
     torch.manual_seed(seed)
-    state = BEATsEncoder(**TINY, classes_num=5).state_dict()
+    state = {k: v + 0.1 * torch.randn(v.shape) for k, v in BEATsEncoder(**TINY, classes_num=5).state_dict().items()}
     table = torch.randn(64, 4)
     for k in state:
         if k.endswith("relative_attention_bias.weight"):
             state[k] = table
-        elif k.endswith("grep_a"):
-            state[k] = torch.randn(1, 4, 1, 1)
     state.update(changes)
     torch.save({"cfg": cfg, "model": state}, path)
     return state
@@ -216,6 +215,9 @@ def test_bad_checkpoints_fail_naming_what_differs(tmp_path):
     # features of another front end
     msg = _fails(tmp_path, FrontEndMismatchError, feats_config=dict(FEATS_BEATS, frontend="stft", fs=32000))
     assert "frontend: 'stft' (BEATs: 'kaldi')" in msg and "fs: 32000 (BEATs: 16000)" in msg
+    # 64 bands: the weights would fit (4 patches per time step), but the checkpoints were trained on 128
+    msg = _fails(tmp_path, FrontEndMismatchError, feats_config=dict(FEATS_BEATS, n_mels=64))
+    assert "n_mels: 64 (BEATs: 128)" in msg
     with pytest.raises(FileNotFoundError, match="github.com/microsoft/unilm/tree/master/beats"):
         load_pretrained(BEATsEncoder(**TINY), str(tmp_path / "absent.pt"), FEATS_BEATS)
 
@@ -232,3 +234,19 @@ def test_self_supervised_checkpoint_has_no_head(tmp_path):
         load_pretrained(BEATsEncoder(**TINY, classes_num=5), str(tmp_path / "ssl.pt"), FEATS_BEATS)
     with pytest.raises(ValueError, match="n_mels must be a positive multiple of 16"):
         BEATsEncoder(n_mels=120)
+
+
+def test_features_configs_are_beats_front_end():
+    from captionbin import caption_dump_feats
+    from captionlib.models.beats import check_front_end
+
+    pre = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_pretrained_beats.yaml").read_text())
+    for conf in (FEATS_BEATS, pre):
+        check_front_end(conf, "conf")
+    assert {k: v for k, v in pre.items() if k not in ("feats_type", "encoder", "pretrained")} == {
+        k: v for k, v in FEATS_BEATS.items() if k != "feats_type"}
+    args = caption_dump_feats.get_parser().parse_args(
+        ["--config", str(REPO / "egs" / "clotho" / "conf" / "feats_pretrained_beats.yaml"), "--wav_scp", "x",
+         "--out_prefix", "y"])
+    caption_dump_feats.check_feats_type(vars(args))
+    assert (args.encoder, args.frontend, args.n_mels) == ("beats", "kaldi", 128)
