@@ -250,3 +250,25 @@ def test_features_configs_are_beats_front_end():
          "--out_prefix", "y"])
     caption_dump_feats.check_feats_type(vars(args))
     assert (args.encoder, args.frontend, args.n_mels) == ("beats", "kaldi", 128)
+
+
+def test_gradients_reach_the_gates_and_the_bias_table_as_the_authors(tmp_path):
+    # fine-tuning trains the gated relative position bias: its gradients come through SDPA's mask
+    enc, state = _loaded(tmp_path)
+    torch.manual_seed(2)
+    fbank = torch.randn(100, 128) * 3 + 10
+    tokens, _ = enc.tokens(fbank[None], torch.tensor([100]))
+    (tokens.flatten(1, 2) ** 2).sum().backward()
+    ref_state = {k: v.clone().requires_grad_(True) for k, v in state.items()}
+    table = "encoder.layers.0.self_attn.relative_attention_bias.weight"
+    for i in range(2):  # the authors' layers all use layer 0's table
+        ref_state[f"encoder.layers.{i}.self_attn.relative_attention_bias.weight"] = ref_state[table]
+    ref, _ = _authors_forward(ref_state, fbank)
+    (ref ** 2).sum().backward()
+    layers = enc.encoder.layers
+    for ours, key in [(layers[0].self_attn.relative_attention_bias.weight, table),
+                      (layers[1].self_attn.grep_a, "encoder.layers.1.self_attn.grep_a"),
+                      (layers[0].self_attn.grep_linear.weight, "encoder.layers.0.self_attn.grep_linear.weight")]:
+        theirs = ref_state[key].grad
+        assert ours.grad is not None and theirs.abs().max() > 0, key
+        assert (ours.grad - theirs).abs().max() < 1e-4 * theirs.abs().max(), key
