@@ -2,7 +2,7 @@
 # Every GPU measurement of the README's "Speed" section, in one command, on one GPU.
 #
 #   bench/run_gpu.sh [--part bench|pipeline|all] [--out DIR] [--work_dir DIR] [--scale S] [--python PY]
-#                    [--data DIR] [--step_timeout SECONDS]
+#                    [--data DIR] [--step_timeout SECONDS] [--beats_ref DIR]
 #
 # --step_timeout: a step that runs longer is stopped and named as failed (default 1800), so that a
 #   hung step leaves the others their time on a lent machine.
@@ -21,7 +21,10 @@
 #   4. bench/bench_rl_phases.py --device cuda --decode_compile reduce-overhead cuda-graph: where the
 #      time of an SCST update goes, phase by phase (torch.profiler's tables of cuda-graph in
 #      DIR/profile.txt);
-#   5. bench/bench_frozen_encoder.py --device cuda.
+#   5. bench/bench_frozen_encoder.py --device cuda;
+#   6. with --beats_ref DIR (the authors' beats/ directory of github.com/microsoft/unilm, which
+#      captionlib does not hold): bench/compare_beats_authors.py --full, our BEATs against theirs,
+#      and our Kaldi fbank against torchaudio's where torchaudio imports (it has no CPU build here).
 # --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true --inference_nj 2"
 #   (the README's table; run.pl gives each decoding job the one GPU in turn, so more jobs only add
 #   process starts) on a
@@ -43,6 +46,7 @@ data=
 scale=0.25
 python=${PYTHON:-python3}
 step_timeout=1800
+beats_ref=
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
@@ -52,10 +56,14 @@ while [ $# -gt 0 ]; do
     --scale) scale=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --step_timeout) step_timeout=$2; shift 2 ;;
+    --beats_ref) beats_ref=$2; shift 2 ;;
     *) echo "$0: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 case "${part}" in bench|pipeline|all) ;; *) echo "$0: --part must be bench, pipeline or all, got ${part}" >&2; exit 2 ;; esac
+if [ -n "${beats_ref}" ] && [ ! -f "${beats_ref}/BEATs.py" ]; then
+  echo "$0: --beats_ref ${beats_ref} has no BEATs.py (give the beats/ directory of github.com/microsoft/unilm)" >&2; exit 2
+fi
 case "${step_timeout}" in ''|*[!0-9]*|0) echo "$0: --step_timeout must be a number of seconds >= 1, got '${step_timeout}'" >&2; exit 2 ;; esac
 "${python}" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
   || { echo "$0: ${python} sees no CUDA device (torch.cuda.is_available() is False)" >&2; exit 1; }
@@ -92,6 +100,10 @@ if [ "${part}" != pipeline ]; then
   step bench_rl_phases "${python}" bench/bench_rl_phases.py --device cuda --num_threads 16 --reps 10 \
     --decode_compile reduce-overhead cuda-graph --profile "${out}/profile.txt" ${data:+--data "${data}"}
   step bench_frozen_encoder "${python}" bench/bench_frozen_encoder.py --device cuda
+  if [ -n "${beats_ref}" ]; then
+    step compare_beats_authors "${python}" bench/compare_beats_authors.py --authors_dir "${beats_ref}" --full \
+      ${data:+--data "${data}"}
+  fi
 fi
 if [ "${part}" != bench ]; then
   # shellcheck disable=SC2086

@@ -22,6 +22,8 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert p.returncode == 2 and "--part must be bench, pipeline or all, got train" in p.stderr
     p = _run("--step_timeout", "0", tmp_path=tmp_path)
     assert p.returncode == 2 and "--step_timeout must be a number of seconds >= 1, got '0'" in p.stderr
+    p = _run("--beats_ref", str(tmp_path), tmp_path=tmp_path)
+    assert p.returncode == 2 and f"--beats_ref {tmp_path} has no BEATs.py" in p.stderr
 
 
 def test_without_a_gpu_it_stops_before_any_step(tmp_path):
