@@ -34,7 +34,6 @@ clip's valid frames (the mean over tokens that the authors' predictor takes).
 
 import logging
 import math
-from pathlib import Path
 from typing import Any, Dict, Mapping, Tuple
 
 import torch
@@ -43,7 +42,7 @@ from torch.nn import functional as F
 
 from captionlib.models.encoders import masked_mean
 from captionlib.models.panns import FrontEndMismatchError
-from captionlib.models.pretrained_load import check_keys
+from captionlib.models.pretrained_load import check_keys, check_state_dict, require_checkpoint
 from captionlib.utils.distributed import Dropout
 from captionlib.utils.fileio import load_checkpoint
 
@@ -407,19 +406,14 @@ def load_pretrained(encoder: BEATsEncoder, path: str, feats_config: Mapping[str,
         ValueError: an unreadable or unsafe file, no ``cfg``/``model``, a ``cfg`` that differs
             (each key listed), or layers whose bias tables differ.
     """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
-                                f"checkpoint yourself ({CHECKPOINT_SOURCE}) and give its path")
+    require_checkpoint(path, CHECKPOINT_SOURCE)
     check_front_end(feats_config, path)
     obj = load_checkpoint(path, numpy_values=True)
     if not isinstance(obj, Mapping) or not isinstance(obj.get("model"), Mapping):
         raise ValueError(f"{path}: not a BEATs checkpoint: no 'model' state dict (the authors' layout is "
                          "{'cfg': {...}, 'model': state_dict})")
     _check_cfg(encoder, obj.get("cfg"), path)
-    state = dict(obj["model"])
-    for key, value in state.items():
-        if not isinstance(value, torch.Tensor):
-            raise ValueError(f"{path}: not a state dict: entry {key!r} is a {type(value).__name__}, not a tensor")
+    state = check_state_dict(obj["model"], path)
     check_keys(encoder, state, path)
     tables = sorted(k for k in state if k.endswith("self_attn.relative_attention_bias.weight"))
     differ = [k for k in tables if not torch.equal(state[k], state[tables[0]])]

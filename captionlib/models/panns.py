@@ -32,7 +32,6 @@ checkpoint's statistics), so the captioner's global normalisation stays the iden
 """
 
 import logging
-from pathlib import Path
 from typing import Any, Dict, Mapping, Sequence, Tuple
 
 import numpy as np
@@ -41,7 +40,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from captionlib.models.encoders import _zero_padding, masked_mean
-from captionlib.models.pretrained_load import CheckpointMismatchError, check_keys, load_strict, read_state_dict
+from captionlib.models.pretrained_load import (CheckpointMismatchError, check_keys, load_strict, read_state_dict,
+                                                require_checkpoint)
 from captionlib.utils.distributed import BatchNorm2d, Dropout
 
 AUDIOSET_CLASSES = 527
@@ -320,9 +320,7 @@ def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str
         FileNotFoundError, CheckpointMismatchError, FrontEndMismatchError, ValueError: as
             :func:`load_pretrained`.
     """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
-                                f"checkpoint yourself ({source}) and give its path")
+    require_checkpoint(path, source)
     state = read_state_dict(path)
     try:
         expected = front_end_tensors(feats_config)

@@ -13,6 +13,7 @@ beside their weights.
 """
 
 import logging
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import torch
@@ -75,12 +76,30 @@ def read_state_dict(path: str, map_location: str = "cpu") -> Dict[str, torch.Ten
         others = sorted(str(k) for k in obj if k != "model")
         if others:
             logging.info("%s: loading its 'model' entry; entries %s are not used", path, others)
+    return check_state_dict(state, path)
+
+
+def check_state_dict(state: Any, path: str) -> Dict[str, torch.Tensor]:
+    """``state`` as a dict, once it is a mapping of names to tensors.
+
+    Raises:
+        ValueError: not a mapping, or an entry that is not a tensor under a string name
+            (naming ``path`` and the first such entry).
+    """
     if not isinstance(state, Mapping):
         raise ValueError(f"{path}: not a state dict (a {type(state).__name__}, expected a mapping of tensors)")
     for key, value in state.items():
         if not isinstance(key, str) or not isinstance(value, torch.Tensor):
             raise ValueError(f"{path}: not a state dict: entry {key!r} is a {type(value).__name__}, not a tensor")
     return dict(state)
+
+
+def require_checkpoint(path: str, source: str) -> None:
+    """Raise FileNotFoundError unless ``path`` is a file, saying where users get the published
+    checkpoints (``source``): captionlib downloads nothing."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file. captionlib downloads nothing: download the "
+                                f"checkpoint yourself ({source}) and give its path")
 
 
 def check_keys(module: nn.Module, state: Mapping[str, torch.Tensor], path: str,
