@@ -4,16 +4,13 @@ import json
 import logging
 from pathlib import Path
 
-from captionlib.utils.fileio import atomic_save, load_checkpoint
+from captionlib.utils.fileio import atomic_save, load_checkpoint, read_yaml_mapping
 
 
 def kept_by(exp_dir: str) -> str:
     """The metric an experiment kept its epoch files by: ``best_model_criterion`` of its
     ``config.yaml`` (``cider_d`` when the file or the key is missing)."""
-    import yaml
-
-    path = Path(exp_dir) / "config.yaml"
-    conf = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    conf = read_yaml_mapping(Path(exp_dir) / "config.yaml", "the experiment's options")
     return (conf or {}).get("best_model_criterion") or "cider_d"
 
 

@@ -25,7 +25,7 @@ from captionlib.train.options import BATCH_TYPES, TrainOptions
 from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
-from captionlib.utils.fileio import atomic_write_text
+from captionlib.utils.fileio import atomic_write_text, read_yaml_mapping
 from captionlib.utils.memory import limit_heap_growth
 from captionlib.utils.provenance import changes, keep_previous
 
@@ -245,7 +245,7 @@ def write_config(opts: TrainOptions) -> None:
     new = asdict(opts)
     path = out / "config.yaml"
     if (out / "latest.pth").is_file() and path.is_file():
-        old = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        old = read_yaml_mapping(path, "the options the run started with") or {}
         # an option added since the file was written counts as unchanged at its default
         changed = changes(old, new, defaults=asdict(type(opts)()), ignore=RUNTIME_OPTIONS)
         if changed:

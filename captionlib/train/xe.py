@@ -8,7 +8,6 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
-import yaml
 
 from captionlib.data.datasets import (
     AudioRefsDataset,
@@ -35,7 +34,7 @@ from captionlib.train.options import XEOptions
 from captionlib.train.trainer import set_seed
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
-from captionlib.utils.fileio import load_checkpoint
+from captionlib.utils.fileio import load_checkpoint, read_yaml_mapping
 
 
 #: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
@@ -100,7 +99,7 @@ def read_feats_config(data_dir: str) -> Dict[str, Any]:
     Raises:
         FileNotFoundError: no such file (a dump dir of an older captionlib: re-run stage 2,
             which writes it without redoing an unchanged dump).
-        ValueError: the file is not a YAML mapping.
+        ValueError: the file cannot be read as YAML or is not a mapping (naming the file).
     """
     path = Path(data_dir) / FEATS_CONFIG
     if not path.is_file():
@@ -108,10 +107,7 @@ def read_feats_config(data_dir: str) -> Dict[str, Any]:
             f"{path} not found: encoder_conf.pretrained checks the checkpoint's front end against the features "
             f"config the dump dir was made with, which stage 2 (scripts/dump_feats.sh) writes there; re-run stage 2 "
             f"for {data_dir}")
-    conf = yaml.safe_load(path.read_text())
-    if not isinstance(conf, dict):
-        raise ValueError(f"{path}: not a mapping of feature options")
-    return conf
+    return read_yaml_mapping(path, "the feature options of the dump dir")
 
 
 def load_pretrained_encoder(model, encoder: str, path: str, data_dir: str) -> None:

@@ -4,10 +4,13 @@ the new file alone would misdescribe the model, and stage 10 packs it)."""
 
 import logging
 
+import pytest
 import yaml
 
+from captionlib.train.average import kept_by
 from captionlib.train.common import write_config
 from captionlib.train.options import XEOptions
+from captionlib.train.xe import read_feats_config
 
 
 def test_changed_options_on_resume_are_named_and_the_old_config_kept(tmp_path, caplog):
@@ -38,3 +41,24 @@ def test_options_added_since_or_runtime_ones_are_no_change(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         write_config(XEOptions(output_dir=str(out), num_workers=4, dry_run=True))
     assert not caplog.records and sorted(p.name for p in out.iterdir()) == ["config.yaml", "latest.pth"]
+
+
+def test_unreadable_yaml_files_of_a_run_are_named(tmp_path):
+    """The YAML files the trainers read back (config.yaml on resume and at averaging, a dump
+    dir's feats_config.yaml) fail naming the file when they are not a YAML mapping."""
+    out = tmp_path / "exp"
+    write_config(XEOptions(output_dir=str(out)))
+    (out / "latest.pth").write_bytes(b"")
+    (out / "config.yaml").write_text("lr: [0.1\n")
+    with pytest.raises(ValueError, match=f"{out / 'config.yaml'}: cannot read"):
+        write_config(XEOptions(output_dir=str(out)))
+    with pytest.raises(ValueError, match=f"{out / 'config.yaml'}: cannot read"):
+        kept_by(str(out))
+    (out / "config.yaml").write_text("- cider_d\n")
+    with pytest.raises(ValueError, match=f"{out / 'config.yaml'}: expected a YAML mapping"):
+        kept_by(str(out))
+    (out / "config.yaml").unlink()
+    assert kept_by(str(out)) == "cider_d"
+    (out / "feats_config.yaml").write_text("fs 44100\n")
+    with pytest.raises(ValueError, match=f"{out / 'feats_config.yaml'}: expected a YAML mapping"):
+        read_feats_config(str(out))
