@@ -40,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from captionlib.models.encoders import _zero_padding, masked_mean
+from captionlib.models.encoders import _zero_padding, checkpointed, masked_mean
 from captionlib.models.panns import AUDIOSET_CLASSES, load_with_front_end
 from captionlib.utils.distributed import BatchNorm2d, rows_rand
 
@@ -148,6 +148,10 @@ class ConvNeXtEncoder(nn.Module):
             (0 here, as the authors load the checkpoints; their convnext_tiny default: 0.1).
         layer_scale_init_value: initial ``gamma`` of every block.
         classes_num: outputs of the unused ``head_audioset`` (527 for AudioSet).
+        gradient_checkpointing: when the encoder is trained, keep each block's input only and
+            run the block again in the backward pass
+            (:func:`~captionlib.models.encoders.checkpointed`): the same gradients for more
+            encoder time and less activation memory.
 
     Parameters: 28,222,767 with the defaults (the authors' count of ``convnext_tiny`` with the
     [252, 56] stem, front end excluded; the paper's 28.2M), 405,263 of them in ``head_audioset``.
@@ -161,8 +165,10 @@ class ConvNeXtEncoder(nn.Module):
 
     def __init__(self, n_mels: int = 224, depths: Sequence[int] = (3, 3, 9, 3),
                  dims: Sequence[int] = (96, 192, 384, 768), drop_path_rate: float = 0.0,
-                 layer_scale_init_value: float = 1e-6, classes_num: int = AUDIOSET_CLASSES):
+                 layer_scale_init_value: float = 1e-6, classes_num: int = AUDIOSET_CLASSES,
+                 gradient_checkpointing: bool = False):
         super().__init__()
+        self.gradient_checkpointing = gradient_checkpointing
         if n_mels < 32:
             raise ValueError(f"ConvNeXtEncoder divides frequency by 32: needs n_mels >= 32, got {n_mels}")
         if len(depths) != 4 or len(dims) != 4:
@@ -220,7 +226,7 @@ class ConvNeXtEncoder(nn.Module):
             x = down(x)
             lens = _conv_lengths(lens, down[0] if i == 0 else down[1])
             for block in stage:
-                x = block(x, lens)
+                x = checkpointed(block, x, lens) if self.gradient_checkpointing else block(x, lens)
         return x.mean(dim=3).transpose(1, 2), lens.clamp(min=1)
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

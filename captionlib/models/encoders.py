@@ -16,13 +16,15 @@ regions or grid cells, video frames), not here.
   valid state: the temporal encoder of S2VT (Venugopalan et al. 2015) used by seed 004.
 """
 
-from typing import Sequence, Tuple
+import contextlib
+from typing import Any, Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.func import functional_call
+from torch.utils.checkpoint import checkpoint
 
-from captionlib.utils.distributed import BatchNorm2d, Dropout
+from captionlib.utils.distributed import BatchNorm2d, Dropout, replay_row_state
 
 _GRU_WEIGHTS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
 
@@ -54,6 +56,31 @@ def masked_mean(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """
     mask = (torch.arange(x.size(1), device=x.device)[None, :] < lengths[:, None]).to(x.dtype)
     return (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
+
+
+def checkpointed(module: nn.Module, *args: torch.Tensor) -> Any:
+    """``module(*args)``, with activation checkpointing where gradients are recorded: only the
+    inputs are kept for the backward pass, which runs the module again to get its activations
+    (``torch.utils.checkpoint``, non-reentrant; Chen et al., "Training deep nets with sublinear
+    memory cost", 2016). It trades one more forward pass of the module for its activation
+    memory: ``encoder_conf.gradient_checkpointing`` of the pretrained Transformer and ConvNeXt
+    encoders, for fine-tuning them on long clips.
+
+    The recomputation draws what the forward pass drew: the checkpoint restores torch's
+    generator states (CPU and the input's device) and autocast, and this re-enters the row
+    state of :mod:`captionlib.utils.distributed` (row-sharded dropout under several ranks),
+    so gradients equal those without checkpointing. Without gradients (``torch.no_grad``, or
+    nothing in the call requires them: a frozen encoder) it is the plain call.
+
+    Not for modules with BatchNorm in training mode: the recomputation would update its
+    running statistics a second time.
+    """
+    needs_grad = torch.is_grad_enabled() and (any(p.requires_grad for p in module.parameters()) or any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+    if not needs_grad:
+        return module(*args)
+    return checkpoint(module, *args, use_reentrant=False,
+                      context_fn=lambda: (contextlib.nullcontext(), replay_row_state()))
 
 
 def reverse_within_lengths(lengths: torch.Tensor, frames: int) -> torch.Tensor:

@@ -39,7 +39,7 @@ import contextlib
 import datetime
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, ContextManager, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -250,6 +250,30 @@ def eval_rows(rows: int) -> Iterator[None]:
         yield
     finally:
         _ROWS["eval_rows"] = previous
+
+
+def replay_row_state() -> ContextManager[None]:
+    """A context manager that re-enters, wherever it is entered, the row state of this call: the
+    :func:`row_sharded_randomness` and :func:`eval_rows` blocks around it.
+
+    For recomputations in the backward pass (activation checkpointing:
+    :func:`captionlib.models.encoders.checkpointed`), which runs outside those blocks: the
+    recomputed :class:`Dropout` masks and :func:`rows_rand` draws are then those of the forward
+    pass (with torch's generator states, which the checkpoint restores), and row-sharded draws
+    make their collective there on every rank alike.
+    """
+    state = dict(_ROWS)
+
+    @contextlib.contextmanager
+    def replay() -> Iterator[None]:
+        previous = dict(_ROWS)
+        _ROWS.update(state)
+        try:
+            yield
+        finally:
+            _ROWS.update(previous)
+
+    return replay()
 
 
 def eval_rows_exact(module: nn.Module) -> bool:

@@ -1,7 +1,7 @@
 """egs/mini_clotho with BEATs: stage 2 dumps Kaldi fbank (conf/feats_beats.yaml, frontend kaldi),
 XE loads a BEATs checkpoint in the authors' layout ({"cfg", "model"}, debug sizes, random
 weights) strictly into the captioner's encoder (checking its cfg and the dump's front end),
-frozen for the first epoch, under a Transformer decoder; SCST, decoding, scoring and packing
+frozen for the first epoch, then trained with gradient checkpointing, under a Transformer decoder; SCST, decoding, scoring and packing
 run, and caption_infer on the recipe's audio files (computing the fbank itself) gives stage 8's
 captions. Its own module, so that pytest-xdist runs it beside the mini_clotho run of
 test_recipes.py."""
@@ -25,7 +25,7 @@ def test_mini_clotho_with_a_beats_encoder(tmp_path):
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
     conf = yaml.safe_load((d / XE_CONFIG).read_text())["encoder_conf"]
-    arch = {k: v for k, v in conf.items() if k not in ("pretrained", "freeze", "lr_factor")}
+    arch = {k: v for k, v in conf.items() if k not in ("pretrained", "freeze", "lr_factor", "gradient_checkpointing")}
     cfg = dict(arch, input_patch_size=16, conv_bias=False, activation_fn="gelu", layer_norm_first=False, deep_norm=True,
                relative_position_embedding=True, gru_rel_pos=True, finetuned_model=False, dropout=0.0)
     del cfg["classes_num"]

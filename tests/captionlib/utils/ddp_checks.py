@@ -93,6 +93,32 @@ def check_random_draws():
     assert not torch.equal(*gathered[0]) and torch.equal(*gathered[1])
 
 
+def check_checkpointed_row_sharded_draws():
+    """Activation checkpointing (encoder_conf.gradient_checkpointing): the recomputation, in the
+    backward pass outside row_sharded_randomness, draws the forward pass's row-sharded masks, so
+    each rank's rows and the summed gradients are one process's on the whole batch."""
+    from captionlib.models.encoders import checkpointed
+
+    torch.manual_seed(6)
+    net, x = nn.Sequential(nn.Linear(7, 7), du.Dropout(0.5), nn.Tanh()), torch.randn(5, 7)
+    x_ref = x.clone().requires_grad_()
+    torch.manual_seed(7)
+    ref = net(x_ref)
+    ref.square().sum().backward()
+    ref_grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    x_loc = x[BLOCK].clone().requires_grad_()
+    torch.manual_seed(7)
+    with du.row_sharded_randomness():
+        out = checkpointed(net, x_loc)
+    out.square().sum().backward()
+    close(out, ref[BLOCK].detach())
+    close(x_loc.grad, x_ref.grad[BLOCK])
+    for p, want in zip(net.parameters(), ref_grads):
+        dist.all_reduce(p.grad)
+        close(p.grad, want)
+
+
 def check_padding_and_reduction():
     feats = torch.ones(ROWS[RANK], 4 + RANK * 3, 2)
     ids = torch.ones(ROWS[RANK], 5 - RANK, dtype=torch.long)
@@ -185,6 +211,7 @@ def check_greedy_rows_of_one_pass():
 
 check_batchnorm()
 check_random_draws()
+check_checkpointed_row_sharded_draws()
 check_recomputed_logprobs_of_trimmed_samples()
 check_greedy_rows_of_one_pass()
 check_padding_and_reduction()
