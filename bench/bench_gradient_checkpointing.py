@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fine-tuning a pretrained encoder with and without ``encoder_conf.gradient_checkpointing``:
+"""Fine-tuning a pretrained encoder with and without the training option ``gradient_checkpointing``:
 the memory and time of one training step of the encoder.
 
 Setting: BEATs (``encoder: beats``, 90.7M parameters) and the audio ConvNeXt-Tiny (``encoder:
@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from captionlib.models.beats import BEATsEncoder  # noqa: E402
 from captionlib.models.convnext import ConvNeXtEncoder  # noqa: E402
+from captionlib.models.encoders import set_gradient_checkpointing  # noqa: E402
 
 #: encoder -> (class, feature dim of its front end)
 ENCODERS = {"beats": (BEATsEncoder, 128), "convnext": (ConvNeXtEncoder, 224)}
@@ -74,7 +75,8 @@ def child(args) -> dict:
     cls, dim = ENCODERS[name]
     device = torch.device(args.device)
     torch.manual_seed(0)
-    enc = cls(gradient_checkpointing=on).to(device).train()
+    enc = cls().to(device).train()
+    set_gradient_checkpointing(enc, on)
     frames = int(args.seconds / HOP_S)
     feats = torch.randn(args.batch_size, frames, dim, device=device)
     lens = torch.full((args.batch_size,), frames, device=device)

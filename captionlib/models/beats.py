@@ -199,9 +199,9 @@ class BEATsTransformer(nn.Module):
 
     def __init__(self, dim: int, ffn_dim: int, layers: int, heads: int, conv_pos: int, conv_pos_groups: int,
                  num_buckets: int, max_distance: int, dropout: float, attention_dropout: float,
-                 activation_dropout: float, gradient_checkpointing: bool = False):
+                 activation_dropout: float):
         super().__init__()
-        self.gradient_checkpointing = gradient_checkpointing
+        self.gradient_checkpointing = False  # captionlib.models.encoders.set_gradient_checkpointing
         self.pos_conv = PositionalConv(dim, conv_pos, conv_pos_groups)
         table = nn.Embedding(num_buckets, heads)
         self.layers = nn.ModuleList(BEATsLayer(dim, ffn_dim, heads, table, layers, dropout, attention_dropout,
@@ -248,12 +248,14 @@ class BEATsEncoder(nn.Module):
             checkpoint that was not fine-tuned).
         dropout, attention_dropout, activation_dropout: the authors' dropouts (their
             ``BEATsConfig`` defaults 0.1, 0.1, 0.0), in training only.
-        gradient_checkpointing: when the encoder is trained, keep each layer's input only and
-            run the layer again in the backward pass
-            (:func:`~captionlib.models.encoders.checkpointed`): the same gradients for about a
-            third more encoder time, without the activations of the 12 layers (each holds a
-            (batch, heads, tokens, tokens) attention bias: 3.4 GB in float32 for 32 clips of
-            30 s). Not a checkpoint ``cfg`` key.
+
+    Fine-tuning: the training option ``gradient_checkpointing``
+    (:func:`~captionlib.models.encoders.set_gradient_checkpointing`) keeps each layer's input
+    only and runs the layer again in the backward pass: the same gradients for one more forward
+    pass of the layers, without their activations (on a CPU each layer keeps three (batch,
+    heads, tokens, tokens) attention tensors in training, 3.4 GB each in float32 for 32 clips
+    of 30 s); on 2 clips of 30 s, 3.7x less memory at 1.06x the time of a step on a CPU
+    (``bench/bench_gradient_checkpointing.py``).
 
     Parameters: 90,717,055 with the defaults (the paper's 90M; the authors' model has the same count),
     405,263 of them in ``predictor``.
@@ -268,7 +270,7 @@ class BEATsEncoder(nn.Module):
                  encoder_ffn_embed_dim: int = 3072, encoder_layers: int = 12, encoder_attention_heads: int = 12,
                  conv_pos: int = 128, conv_pos_groups: int = 16, num_buckets: int = 320, max_distance: int = 800,
                  classes_num: int = 527, dropout: float = 0.1, attention_dropout: float = 0.1,
-                 activation_dropout: float = 0.0, gradient_checkpointing: bool = False):
+                 activation_dropout: float = 0.0):
         super().__init__()
         if n_mels <= 0 or n_mels % PATCH:
             raise ValueError(f"BEATsEncoder takes {PATCH} x {PATCH} patches: n_mels must be a positive multiple of "
@@ -287,7 +289,7 @@ class BEATsEncoder(nn.Module):
         self.post_extract_proj = nn.Linear(embed_dim, encoder_embed_dim) if embed_dim != encoder_embed_dim else None
         self.encoder = BEATsTransformer(encoder_embed_dim, encoder_ffn_embed_dim, encoder_layers,
                                         encoder_attention_heads, conv_pos, conv_pos_groups, num_buckets, max_distance,
-                                        dropout, attention_dropout, activation_dropout, gradient_checkpointing)
+                                        dropout, attention_dropout, activation_dropout)
         self.predictor = nn.Linear(encoder_embed_dim, classes_num) if classes_num > 0 else None
         self.output_size = self.cnn_output_size = encoder_embed_dim
         self._init_weights(encoder_layers)

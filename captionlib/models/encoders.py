@@ -63,8 +63,8 @@ def checkpointed(module: nn.Module, *args: torch.Tensor) -> Any:
     inputs are kept for the backward pass, which runs the module again to get its activations
     (``torch.utils.checkpoint``, non-reentrant; Chen et al., "Training deep nets with sublinear
     memory cost", 2016). It trades one more forward pass of the module for its activation
-    memory: ``encoder_conf.gradient_checkpointing`` of the pretrained Transformer and ConvNeXt
-    encoders, for fine-tuning them on long clips.
+    memory: the training option ``gradient_checkpointing`` (:func:`set_gradient_checkpointing`),
+    for fine-tuning the pretrained Transformer and ConvNeXt encoders on long clips.
 
     The recomputation draws what the forward pass drew: the checkpoint restores torch's
     generator states (CPU and the input's device) and autocast, and this re-enters the row
@@ -81,6 +81,24 @@ def checkpointed(module: nn.Module, *args: torch.Tensor) -> Any:
         return module(*args)
     return checkpoint(module, *args, use_reentrant=False,
                       context_fn=lambda: (contextlib.nullcontext(), replay_row_state()))
+
+
+def set_gradient_checkpointing(encoder: nn.Module, on: bool = True) -> None:
+    """Turn activation checkpointing (:func:`checkpointed`) of ``encoder``'s layers on or off:
+    every submodule with a ``gradient_checkpointing`` attribute (BEATs' layer stack, the audio
+    ConvNeXt) gets ``on``. A training setting, not an encoder option: the model files and
+    ``model_conf`` do not hold it, and the gradients are the same either way.
+
+    Raises:
+        ValueError: ``on`` and the encoder has no such layers (naming its class: PANNs' CNNs
+            have none, their BatchNorm layers would update their statistics twice).
+    """
+    holders = [m for m in encoder.modules() if hasattr(m, "gradient_checkpointing")]
+    if on and not holders:
+        raise ValueError(f"gradient_checkpointing: the encoder {type(encoder).__name__} has no layers it can run again "
+                         "in the backward pass (encoders with it: beats, convnext)")
+    for m in holders:
+        m.gradient_checkpointing = on
 
 
 def reverse_within_lengths(lengths: torch.Tensor, frames: int) -> torch.Tensor:

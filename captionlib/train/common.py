@@ -19,6 +19,7 @@ from captionlib.decode.search import greedy_search
 from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d
 from captionlib.models.captioner import count_parameters, xe_targets
+from captionlib.models.encoders import set_gradient_checkpointing
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train import SELECTION_MODES
 from captionlib.train.options import BATCH_TYPES, TrainOptions
@@ -227,7 +228,7 @@ def log_model(model: torch.nn.Module) -> None:
 
 
 #: options that change how a run runs, not what it trains (write_config does not count them as changes)
-RUNTIME_OPTIONS = ("dry_run", "check_only", "num_workers", "ngpu")
+RUNTIME_OPTIONS = ("dry_run", "check_only", "num_workers", "ngpu", "gradient_checkpointing")
 
 
 def write_config(opts: TrainOptions) -> None:
@@ -303,7 +304,9 @@ def fit(
 ) -> List[Dict[str, float]]:
     """The end of every training entry point: a fixed glibc mmap threshold
     (:func:`~captionlib.utils.memory.limit_heap_growth`), the model's ``decode_compile``
-    (``opts.decode_compile``, read by :func:`~captionlib.decode.search.sample`), the
+    (``opts.decode_compile``, read by :func:`~captionlib.decode.search.sample`), the encoder's
+    ``opts.gradient_checkpointing``
+    (:func:`~captionlib.models.encoders.set_gradient_checkpointing`), the
     optimizer (``opts.optim``) over the model's trainable parameters and ``extra_params``,
     its learning-rate schedule (``opts.scheduler``, over ``max_epoch`` epochs of optimizer
     steps), the epoch loader of ``train_set`` and the
@@ -333,12 +336,14 @@ def fit(
         The per-epoch history (see :meth:`Trainer.run`).
 
     Raises:
-        ValueError: bad optimizer or schedule options (see :mod:`captionlib.train.schedule`).
+        ValueError: bad optimizer or schedule options (see :mod:`captionlib.train.schedule`);
+            ``gradient_checkpointing`` with an encoder that has no such layers.
     """
     # the activations of batches of varying length fragment glibc's heap (the seed XE stage
     # reached 7.7 GiB of RSS in a Clotho epoch): see captionlib.utils.memory
     limit_heap_growth()
     model.decode_compile = opts.decode_compile  # read by captionlib.decode.search.sample
+    set_gradient_checkpointing(model.encoder, opts.gradient_checkpointing)
     optimizer = make_optimizer(opts, param_groups(opts, model, list(extra_params), extra_lr, encoder_lr_factor))
     loader = epoch_loader(train_set, collate, opts)
     scheduler = None

@@ -103,6 +103,10 @@ class TrainOptions:
                 "CUDA graph; for RL use it with --sample_logprobs recompute. cuda-graph: on a GPU, the whole loop "
                 "captured as one CUDA graph, for the passes without gradients (greedy baselines, validation, samples "
                 "of --sample_logprobs recompute). none: eager; the CPU gains nothing", RUNTIME, COMPILE_MODES)
+    gradient_checkpointing: bool = option(
+        False, "when the encoder trains (BEATs, the audio ConvNeXt): keep each layer's input only and run the layer "
+               "again in the backward pass, with its dropout draws; the same gradients for less memory and one more "
+               "forward pass of the encoder", RUNTIME)
     seed: int = option(0, "random seed (python, numpy, torch; batch order)", RUNTIME)
     dry_run: bool = option(False, "build the model and exit", RUNTIME)
     check_only: bool = option(False, "check the options (ranges, choices, combinations) and exit 0 if they are valid, "

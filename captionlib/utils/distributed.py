@@ -39,7 +39,7 @@ import contextlib
 import datetime
 import logging
 import os
-from typing import Any, ContextManager, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -252,9 +252,11 @@ def eval_rows(rows: int) -> Iterator[None]:
         _ROWS["eval_rows"] = previous
 
 
-def replay_row_state() -> ContextManager[None]:
-    """A context manager that re-enters, wherever it is entered, the row state of this call: the
-    :func:`row_sharded_randomness` and :func:`eval_rows` blocks around it.
+class replay_row_state:  # noqa: N801 (used as a function returning a context manager)
+    """A context manager that re-enters, wherever it is entered, the row state of its creation:
+    the :func:`row_sharded_randomness` and :func:`eval_rows` blocks around it. Reusable (each
+    entry restores the state found there on exit), as a second backward pass through the same
+    graph recomputes again.
 
     For recomputations in the backward pass (activation checkpointing:
     :func:`captionlib.models.encoders.checkpointed`), which runs outside those blocks: the
@@ -262,18 +264,16 @@ def replay_row_state() -> ContextManager[None]:
     pass (with torch's generator states, which the checkpoint restores), and row-sharded draws
     make their collective there on every rank alike.
     """
-    state = dict(_ROWS)
 
-    @contextlib.contextmanager
-    def replay() -> Iterator[None]:
-        previous = dict(_ROWS)
-        _ROWS.update(state)
-        try:
-            yield
-        finally:
-            _ROWS.update(previous)
+    def __init__(self) -> None:
+        self.state, self.previous = dict(_ROWS), []
 
-    return replay()
+    def __enter__(self) -> None:
+        self.previous.append(dict(_ROWS))
+        _ROWS.update(self.state)
+
+    def __exit__(self, *exc: Any) -> None:
+        _ROWS.update(self.previous.pop())
 
 
 def eval_rows_exact(module: nn.Module) -> bool:

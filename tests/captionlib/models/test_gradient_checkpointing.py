@@ -1,15 +1,18 @@
-"""encoder_conf.gradient_checkpointing of the BEATs and ConvNeXt encoders: each layer / block runs
-again in the backward pass (captionlib.models.encoders.checkpointed), with its dropout and
+"""The training option gradient_checkpointing of the BEATs and ConvNeXt encoders: each layer / block
+runs again in the backward pass (captionlib.models.encoders.checkpointed), with its dropout and
 stochastic-depth draws replayed, so outputs and gradients equal those without it. The 2-rank
 check of the replayed row-sharded draws is in tests/captionlib/utils/ddp_checks.py."""
 
 import pytest
 import torch
 
+from captionlib.models import encoders
 from captionlib.models.beats import BEATsEncoder
 from captionlib.models.captioner import build_model
 from captionlib.models.convnext import ConvNeXtEncoder
-from captionlib.models.encoders import checkpointed
+from captionlib.models.encoders import checkpointed, set_gradient_checkpointing
+from captionlib.models.panns import Cnn14Encoder
+from captionlib.train.options import XEOptions
 
 BEATS_TINY = dict(n_mels=32, embed_dim=16, encoder_layers=2, encoder_embed_dim=24, encoder_ffn_embed_dim=32,
                   encoder_attention_heads=4, conv_pos=8, conv_pos_groups=4, num_buckets=16, max_distance=40,
@@ -21,8 +24,9 @@ def _pair(cls, conf):
     """The encoder without and with checkpointing, same weights, training mode."""
     torch.manual_seed(0)
     plain = cls(**conf).train()
-    ckpt = cls(**conf, gradient_checkpointing=True).train()
+    ckpt = cls(**conf).train()
     ckpt.load_state_dict(plain.state_dict())
+    set_gradient_checkpointing(ckpt)
     return plain, ckpt
 
 
@@ -74,30 +78,38 @@ def test_same_outputs_and_gradients_with_every_block_run_again(cls, conf):
     assert not torch.allclose(_step(plain, feats, lengths, 3)[2][next(iter(g0))], g0[next(iter(g0))])
 
 
-def test_no_recomputation_without_gradients():
+def test_checkpointed_only_where_gradients_are_recorded(monkeypatch):
+    """No checkpoint without gradients (no_grad, a frozen encoder); one where the parameters or
+    only the inputs need them; a second backward through the graph recomputes again."""
+    used = []
+    monkeypatch.setattr(encoders, "checkpoint", lambda *a, **k: used.append(1) or torch.utils.checkpoint.checkpoint(
+        *a, **k))
     _, enc = _pair(ConvNeXtEncoder, CONVNEXT_TINY)
     feats, lengths = torch.randn(2, 64, 32), torch.tensor([64, 40])
     n = len(_blocks(enc))
-    for frozen in (False, True):
-        calls = []
-        _count_calls(enc, calls)
-        enc.requires_grad_(not frozen)
-        if frozen:  # a frozen encoder (requires_grad off): the plain call
-            v, _ = enc(feats, lengths)
-        else:
-            with torch.no_grad():
-                v, _ = enc(feats, lengths)
-        assert not v.requires_grad and calls == list(range(n))
-        _uncount(enc)
-    block = _blocks(enc)[0]
-    x = torch.randn(2, 8, 16, 4, requires_grad=True)  # gradients for the input alone: checkpointed
-    assert checkpointed(block, x, torch.tensor([16, 9])).grad_fn is not None
+    with torch.no_grad():
+        enc(feats, lengths)
+    enc.requires_grad_(False)
+    assert not enc(feats, lengths)[0].requires_grad and not used
+    block, x = _blocks(enc)[0], torch.randn(2, 8, 16, 4, requires_grad=True)  # the input alone needs gradients
+    calls = []
+    _count_calls(enc, calls)
+    y = checkpointed(block, x, torch.tensor([16, 9]))
+    y.square().sum().backward(retain_graph=True)
+    grad = x.grad.clone()
+    y.square().sum().backward()
+    assert used == [1] and calls == [0, 0, 0] and torch.allclose(x.grad, 2 * grad)
+    enc.requires_grad_(True)
+    enc(feats, lengths)
+    assert len(used) == 1 + n
 
 
-def test_an_option_of_the_configs_and_refused_where_unknown():
-    conf = {k: v for k, v in BEATS_TINY.items() if k != "n_mels"}  # n_mels: the features' dim
+def test_a_training_option_refused_by_encoders_without_it():
+    assert XEOptions().gradient_checkpointing is False
     model = build_model(dict(vocab_size=10, feats_dim=32, encoder="beats",
-                             encoder_conf=dict(conf, gradient_checkpointing=True)))
-    assert model.encoder.encoder.gradient_checkpointing
-    with pytest.raises(ValueError, match="unknown key.*gradient_checkpointing.*Cnn14Encoder"):
-        build_model(dict(vocab_size=10, encoder="cnn14", encoder_conf={"gradient_checkpointing": True}))
+                             encoder_conf={k: v for k, v in BEATS_TINY.items() if k != "n_mels"}))
+    set_gradient_checkpointing(model.encoder)
+    assert model.encoder.encoder.gradient_checkpointing and "gradient_checkpointing" not in model.state_dict()
+    with pytest.raises(ValueError, match="Cnn14Encoder has no layers it can run again.*beats, convnext"):
+        set_gradient_checkpointing(Cnn14Encoder(64))
+    set_gradient_checkpointing(Cnn14Encoder(64), False)  # off: nothing to do
