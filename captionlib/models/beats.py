@@ -247,7 +247,11 @@ class BEATsEncoder(nn.Module):
         classes_num: classes of the unused ``predictor`` head (527: AudioSet; 0: none, for a
             checkpoint that was not fine-tuned).
         dropout, attention_dropout, activation_dropout: the authors' dropouts (their
-            ``BEATsConfig`` defaults 0.1, 0.1, 0.0), in training only.
+            ``BEATsConfig`` defaults 0.1, 0.1, 0.0), in training only. ``dropout`` and
+            ``activation_dropout`` are :class:`captionlib.utils.distributed.Dropout`, whose masks
+            follow the data-parallel row-sharding rule; ``attention_dropout`` is drawn inside
+            ``F.scaled_dot_product_attention`` and does not (several ranks equal one process in
+            law only while BEATs trains).
 
     Fine-tuning: the training option ``gradient_checkpointing``
     (:func:`~captionlib.models.encoders.set_gradient_checkpointing`) keeps each layer's input
@@ -265,6 +269,7 @@ class BEATsEncoder(nn.Module):
     """
 
     time_subsampling = PATCH
+    supports_gradient_checkpointing = True  # captionlib.models.encoders.set_gradient_checkpointing
 
     def __init__(self, n_mels: int = 128, embed_dim: int = 512, encoder_embed_dim: int = 768,
                  encoder_ffn_embed_dim: int = 3072, encoder_layers: int = 12, encoder_attention_heads: int = 12,

@@ -163,6 +163,7 @@ class ConvNeXtEncoder(nn.Module):
     """
 
     time_subsampling = 32
+    supports_gradient_checkpointing = True  # captionlib.models.encoders.set_gradient_checkpointing
 
     def __init__(self, n_mels: int = 224, depths: Sequence[int] = (3, 3, 9, 3),
                  dims: Sequence[int] = (96, 192, 384, 768), drop_path_rate: float = 0.0,

@@ -83,6 +83,20 @@ def checkpointed(module: nn.Module, *args: torch.Tensor) -> Any:
                       context_fn=lambda: (contextlib.nullcontext(), replay_row_state()))
 
 
+def check_gradient_checkpointing(encoder_cls: type) -> None:
+    """Check that encoders of class ``encoder_cls`` take the training option
+    ``gradient_checkpointing`` (their class attribute ``supports_gradient_checkpointing``, as
+    in Hugging Face's models).
+
+    Raises:
+        ValueError: it does not, naming the class (PANNs' CNNs: their BatchNorm layers would
+            update their statistics twice).
+    """
+    if not getattr(encoder_cls, "supports_gradient_checkpointing", False):
+        raise ValueError(f"gradient_checkpointing: the encoder {encoder_cls.__name__} has no layers it can run again "
+                         "in the backward pass (encoders with it: beats, convnext)")
+
+
 def set_gradient_checkpointing(encoder: nn.Module, on: bool = True) -> None:
     """Turn activation checkpointing (:func:`checkpointed`) of ``encoder``'s layers on or off:
     every submodule with a ``gradient_checkpointing`` attribute (BEATs' layer stack, the audio
@@ -90,15 +104,13 @@ def set_gradient_checkpointing(encoder: nn.Module, on: bool = True) -> None:
     ``model_conf`` do not hold it, and the gradients are the same either way.
 
     Raises:
-        ValueError: ``on`` and the encoder has no such layers (naming its class: PANNs' CNNs
-            have none, their BatchNorm layers would update their statistics twice).
+        ValueError: ``on`` and the encoder does not support it (:func:`check_gradient_checkpointing`).
     """
-    holders = [m for m in encoder.modules() if hasattr(m, "gradient_checkpointing")]
-    if on and not holders:
-        raise ValueError(f"gradient_checkpointing: the encoder {type(encoder).__name__} has no layers it can run again "
-                         "in the backward pass (encoders with it: beats, convnext)")
-    for m in holders:
-        m.gradient_checkpointing = on
+    if on:
+        check_gradient_checkpointing(type(encoder))
+    for m in encoder.modules():
+        if hasattr(m, "gradient_checkpointing"):
+            m.gradient_checkpointing = on
 
 
 def reverse_within_lengths(lengths: torch.Tensor, frames: int) -> torch.Tensor:

@@ -17,7 +17,8 @@ from captionlib.data.datasets import (
     collate_clip_captions,
 )
 from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
-from captionlib.models.captioner import build_model, check_model_conf, xe_loss, xe_targets
+from captionlib.models.captioner import ENCODERS, build_model, check_model_conf, xe_loss, xe_targets
+from captionlib.models.encoders import check_gradient_checkpointing
 from captionlib.text.tokenizer import load_tokenizer
 from captionlib.io.datadir import feats_dim
 from captionlib.train.common import (
@@ -293,8 +294,9 @@ def check_xe_options(opts: XEOptions) -> Tuple[Dict[str, Any], EncoderTraining]:
     """Check the options of an XE run before anything is loaded: ranges and choices
     (:func:`captionlib.utils.cli.check_options`), the trainer's keys of ``encoder_conf``
     (:func:`split_encoder_conf`; ``pretrained`` needs an encoder with a checkpoint loader and
-    excludes ``init_param``), and the names and keys of the model's configs
-    (:func:`~captionlib.models.captioner.check_model_conf`). ``caption_train`` runs it when it
+    excludes ``init_param``), the names and keys of the model's configs
+    (:func:`~captionlib.models.captioner.check_model_conf`), and that the encoder takes
+    ``gradient_checkpointing`` where it is on. ``caption_train`` runs it when it
     parses (so ``--check_only`` does, which the recipes run before stage 1).
 
     Returns:
@@ -311,6 +313,8 @@ def check_xe_options(opts: XEOptions) -> Tuple[Dict[str, Any], EncoderTraining]:
             raise ValueError("encoder_conf.pretrained and init_param both initialise the encoder: give one of them")
     check_model_conf(opts.encoder, encoder_conf, opts.decoder, opts.decoder_conf,
                      opts.specaug_conf if opts.specaug else None)
+    if opts.gradient_checkpointing:
+        check_gradient_checkpointing(ENCODERS[opts.encoder])
     return encoder_conf, training
 
 

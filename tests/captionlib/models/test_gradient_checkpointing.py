@@ -13,6 +13,7 @@ from captionlib.models.convnext import ConvNeXtEncoder
 from captionlib.models.encoders import checkpointed, set_gradient_checkpointing
 from captionlib.models.panns import Cnn14Encoder
 from captionlib.train.options import XEOptions
+from captionlib.train.xe import check_xe_options
 
 BEATS_TINY = dict(n_mels=32, embed_dim=16, encoder_layers=2, encoder_embed_dim=24, encoder_ffn_embed_dim=32,
                   encoder_attention_heads=4, conv_pos=8, conv_pos_groups=4, num_buckets=16, max_distance=40,
@@ -113,3 +114,7 @@ def test_a_training_option_refused_by_encoders_without_it():
     with pytest.raises(ValueError, match="Cnn14Encoder has no layers it can run again.*beats, convnext"):
         set_gradient_checkpointing(Cnn14Encoder(64))
     set_gradient_checkpointing(Cnn14Encoder(64), False)  # off: nothing to do
+    opts = XEOptions(train_data_dir="d", valid_data_dir="d", output_dir="o", encoder="cnn14",
+                     gradient_checkpointing=True)
+    with pytest.raises(ValueError, match="Cnn14Encoder has no layers"):  # at --check_only, before any work
+        check_xe_options(opts)
