@@ -98,7 +98,8 @@ def child(args) -> dict:
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    out = {"s": sum(times) / len(times), "peak_rss": _rss_mib(), "rise": _rss_mib() - base,
+    peak = _rss_mib()
+    out = {"s": sum(times) / len(times), "peak_rss": peak, "rise": peak - base,
            "tokens": int(enc.output_lengths(lens, frames)[0])}
     if device.type == "cuda":
         out["gpu_peak"] = torch.cuda.max_memory_allocated(device) / 2 ** 20

@@ -218,8 +218,7 @@ class BEATsTransformer(nn.Module):
         buckets = relative_buckets(x.size(1), self.num_buckets, self.max_distance, x.device)
         position_bias = table(buckets).permute(2, 0, 1)  # (heads, tokens, tokens)
         for layer in self.layers:
-            x = checkpointed(layer, x, position_bias, key_mask) if self.gradient_checkpointing else layer(
-                x, position_bias, key_mask)
+            x = checkpointed(layer, x, position_bias, key_mask, enabled=self.gradient_checkpointing)
         return x
 
 

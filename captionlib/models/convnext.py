@@ -227,7 +227,7 @@ class ConvNeXtEncoder(nn.Module):
             x = down(x)
             lens = _conv_lengths(lens, down[0] if i == 0 else down[1])
             for block in stage:
-                x = checkpointed(block, x, lens) if self.gradient_checkpointing else block(x, lens)
+                x = checkpointed(block, x, lens, enabled=self.gradient_checkpointing)
         return x.mean(dim=3).transpose(1, 2), lens.clamp(min=1)
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

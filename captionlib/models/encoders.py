@@ -58,24 +58,25 @@ def masked_mean(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
 
 
-def checkpointed(module: nn.Module, *args: torch.Tensor) -> Any:
-    """``module(*args)``, with activation checkpointing where gradients are recorded: only the
-    inputs are kept for the backward pass, which runs the module again to get its activations
-    (``torch.utils.checkpoint``, non-reentrant; Chen et al., "Training deep nets with sublinear
-    memory cost", 2016). It trades one more forward pass of the module for its activation
+def checkpointed(module: nn.Module, *args: torch.Tensor, enabled: bool = True) -> Any:
+    """``module(*args)``, with activation checkpointing where ``enabled`` and gradients are
+    recorded: only the inputs are kept for the backward pass, which runs the module again to
+    get its activations (``torch.utils.checkpoint``, non-reentrant; Chen et al., "Training deep
+    nets with sublinear memory cost", 2016). It trades one more forward pass of the module for its activation
     memory: the training option ``gradient_checkpointing`` (:func:`set_gradient_checkpointing`),
     for fine-tuning the pretrained Transformer and ConvNeXt encoders on long clips.
 
     The recomputation draws what the forward pass drew: the checkpoint restores torch's
     generator states (CPU and the input's device) and autocast, and this re-enters the row
     state of :mod:`captionlib.utils.distributed` (row-sharded dropout under several ranks),
-    so gradients equal those without checkpointing. Without gradients (``torch.no_grad``, or
-    nothing in the call requires them: a frozen encoder) it is the plain call.
+    so gradients equal those without checkpointing. Not ``enabled``, or without gradients
+    (``torch.no_grad``, or nothing in the call requires them: a frozen encoder), it is the
+    plain call.
 
     Not for modules with BatchNorm in training mode: the recomputation would update its
     running statistics a second time.
     """
-    needs_grad = torch.is_grad_enabled() and (any(p.requires_grad for p in module.parameters()) or any(
+    needs_grad = enabled and torch.is_grad_enabled() and (any(p.requires_grad for p in module.parameters()) or any(
         isinstance(a, torch.Tensor) and a.requires_grad for a in args))
     if not needs_grad:
         return module(*args)
