@@ -241,8 +241,10 @@ def test_replays_under_autocast_read_the_weights_of_the_moment_on_a_gpu(monkeypa
                 got = sample(model, v, 12, greedy=True, compile_mode="cuda-graph")
                 want = sample(model, v, 12, greedy=True)
             _same(got, want, exact=False)
+            model.train()  # cuDNN's RNN backward runs in training mode only
             loss = model.decoder.forward_teacher(model.encode(feats, lens), got.tokens).float().logsumexp(-1).mean()
         loss.backward()
+        model.eval()
         opt.step()
         opt.zero_grad(set_to_none=True)
     assert len(cuda_graph._GRAPHS) == 1  # one capture, replayed with the updated weights
