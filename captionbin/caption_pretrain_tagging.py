@@ -33,10 +33,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_pretrain_tagging."""
     opts = parse_options(get_parser(), TaggingOptions, cmd, check="captionlib.train.tagging.check_tagging_options")
     from captionlib.train.tagging import train_tagging
-    from captionlib.utils.distributed import destroy
+    from captionlib.utils.distributed import finish
 
     train_tagging(opts)
-    destroy()
+    finish()
 
 
 if __name__ == "__main__":

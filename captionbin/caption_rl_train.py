@@ -31,10 +31,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_rl_train."""
     opts = parse_options(get_parser(), RLOptions, cmd, check=check_rl_options)
     from captionlib.rl.train import train_rl
-    from captionlib.utils.distributed import destroy
+    from captionlib.utils.distributed import finish
 
     train_rl(opts)
-    destroy()
+    finish()
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_train."""
     opts = parse_options(get_parser(), XEOptions, cmd, check="captionlib.train.xe.check_xe_options")
     from captionlib.train.xe import train_xe
-    from captionlib.utils.distributed import destroy
+    from captionlib.utils.distributed import finish
 
     train_xe(opts)
-    destroy()
+    finish()
 
 
 if __name__ == "__main__":

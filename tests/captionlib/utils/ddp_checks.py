@@ -3,6 +3,8 @@ compares what the two ranks compute on their blocks with one process on the whol
 Rank 0 writes ``<out>/ok`` when every check passed (an assertion ends the rank with an error).
 """
 
+import atexit
+import logging
 import sys
 from pathlib import Path
 
@@ -218,4 +220,14 @@ check_padding_and_reduction()
 du.barrier()
 if RANK == 0:
     (Path(sys.argv[1]) / "ok").write_text("ok\n")
-du.destroy()
+# finish(): the atexit functions and the log handlers run, the streams are flushed, and the
+# process ends with status 0 without returning
+OUT = Path(sys.argv[1])
+log = logging.getLogger("finish")
+log.addHandler(logging.FileHandler(OUT / f"log.{RANK}"))  # buffered until flushed or closed
+log.setLevel(logging.INFO)
+log.info("rank %d logged before finish", RANK)
+atexit.register(lambda: (OUT / f"atexit.{RANK}").write_text("ran\n"))
+sys.stdout.write(f"rank {RANK} printed before finish")  # no newline: still in the buffer
+du.finish()
+(OUT / f"after_finish.{RANK}").write_text("finish() returned\n")

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from captionlib.models.captioner import Captioner
-from captionlib.utils.distributed import Dropout, eval_rows, eval_rows_exact, shard_batches
+from captionlib.utils.distributed import Dropout, eval_rows, eval_rows_exact, finish, shard_batches
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,6 +48,17 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
         capture_output=True, text=True, timeout=600, env=env,
     )
     assert r.returncode == 0 and (tmp_path / "ok").exists(), (r.stdout + r.stderr)[-6000:]
+    # du.finish() at its end: the process group left and the process ended with status 0
+    for rank in range(2):
+        assert (tmp_path / f"log.{rank}").read_text() == f"rank {rank} logged before finish\n"
+        assert (tmp_path / f"atexit.{rank}").exists()
+        assert f"rank {rank} printed before finish" in r.stdout
+        assert not (tmp_path / f"after_finish.{rank}").exists()
+
+
+def test_finish_returns_without_a_process_group():
+    """A binary's main() called in-process (no torchrun) goes on after finish()."""
+    assert finish() is None
 
 
 def test_eval_rows_leave_the_first_rows_and_draw_the_others_alone():
