@@ -510,14 +510,16 @@ def broadcast_object(obj: Any) -> Any:
     return box[0]
 
 
-def destroy() -> None:
+def destroy() -> bool:
     """Leave the process group (no-op without one), after a barrier: every rank leaves
     together, so none tears down its gloo/NCCL threads while another still talks to it (a
     rank that left first was seen to abort with "terminate called without an active
-    exception" on a loaded machine)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    exception" on a loaded machine). Returns whether there was a group to leave."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    dist.barrier()
+    dist.destroy_process_group()
+    return True
 
 
 def finish() -> None:
@@ -532,11 +534,9 @@ def finish() -> None:
     are written atomically). Without a process group it returns: a binary's ``main()``
     called in-process must not end its caller.
     """
-    if not (dist.is_available() and dist.is_initialized()):
+    if not destroy():
         return
-    destroy()
-    atexit._run_exitfuncs()  # pylint: disable=protected-access
+    atexit._run_exitfuncs()  # what the interpreter's exit runs first (no public name)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(0)
-

@@ -224,7 +224,7 @@ if RANK == 0:
 # process ends with status 0 without returning
 OUT = Path(sys.argv[1])
 log = logging.getLogger("finish")
-log.addHandler(logging.FileHandler(OUT / f"log.{RANK}"))  # buffered until flushed or closed
+log.addHandler(logging.FileHandler(OUT / f"log.{RANK}"))  # closed by logging's atexit function
 log.setLevel(logging.INFO)
 log.info("rank %d logged before finish", RANK)
 atexit.register(lambda: (OUT / f"atexit.{RANK}").write_text("ran\n"))
