@@ -48,6 +48,7 @@ import sys
 from typing import Optional, Sequence
 
 from captionlib.decode.options import check_decode_options
+from captionlib.utils.archive import DEFAULT_MAX_MODEL_BYTES
 from captionlib.utils.cli import get_base_parser, parse_args, str2bool, str_or_none
 
 PROGRESS_MIN_FILES = 20  # a progress bar for longer lists
@@ -75,6 +76,9 @@ def get_parser():
                         help="weights file of the torchvision CNN of an image/video model (default: where it "
                              "was packed from, else torchvision's cache $TORCH_HOME/hub/checkpoints); must be "
                              "the packed file (SHA-256)")
+    parser.add_argument("--max_model_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
+                        help="cap on the summed size of the packed model's members, in bytes (4 GiB), checked "
+                             "before any member is read")
     parser.add_argument("--num_threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
     parser.add_argument("--skip_bad", type=str2bool, default=False,
                         help="exit 0 even if some files could not be read (they are still reported and left out)")
@@ -87,6 +91,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, cmd, ("model",))
     if not args.inputs:
         parser.error("no input files or directories given")
+    if args.max_model_bytes < 1:
+        parser.error(f"--max_model_bytes must be >= 1, got {args.max_model_bytes}")
     for opt in ("ngpu", "num_threads"):
         if getattr(args, opt) < 0:
             parser.error(f"--{opt} must be >= 0, got {getattr(args, opt)}")
@@ -109,7 +115,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     fmt = args.format or ("json" if args.output.lower().endswith(".json") else "tsv")
     try:
         captioner = PretrainedCaptioner.from_pretrained(
-            args.model, ngpu=args.ngpu, cnn_weights=args.cnn_weights, beam_size=args.beam_size,
+            args.model, ngpu=args.ngpu, cnn_weights=args.cnn_weights, max_bytes=args.max_model_bytes,
+            beam_size=args.beam_size,
             max_len=args.max_len, length_penalty=args.length_penalty, batch_size=args.batch_size,
         )
     except (ValueError, FileNotFoundError, RuntimeError) as e:  # RuntimeError: --ngpu without a GPU, no torchvision

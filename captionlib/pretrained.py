@@ -44,8 +44,9 @@ of the recipe gets the caption of stage 8:
   :func:`captionlib.visual.media.load_video_tensor` (``video``; animated GIFs too) and
   :func:`captionlib.visual.cnn.cnn_features`, on the CPU, with the packed backbone:
   ``random_convnet`` rebuilt from its seed, ``exported`` loaded from ``cnn.pt2`` with
-  :func:`captionlib.visual.cnn.load_exported` (a ``torch.export`` program: nothing is
-  unpickled), a torchvision name built with torchvision from a weights file that is NOT packed
+  :func:`captionlib.visual.cnn.load_exported` (a ``torch.export`` program, loaded only once
+  :mod:`captionlib.visual.exported` has refused every route by which loading it would unpickle
+  unsafely or evaluate code), a torchvision name built with torchvision from a weights file that is NOT packed
   (public, large): it is looked for at the path it was packed from, then in torchvision's
   download cache ``<torch.hub.get_dir()>/checkpoints/<file name>``, or given by the caller,
   and must have the packed SHA-256 (see :func:`find_cnn_weights`).
@@ -72,6 +73,7 @@ import yaml
 
 from captionlib.audio.io import AUDIO_EXTENSIONS
 from captionlib.decode.options import check_decode_options
+from captionlib.utils.archive import DEFAULT_MAX_MODEL_BYTES, member_sizes, read_member
 from captionlib.utils.fileio import UnsafeFileError, atomic_open, load_checkpoint, safe_unpickle
 from captionlib.utils.provenance import code_revision, run_environments
 
@@ -459,8 +461,19 @@ def _check_format(path: Path, manifest: Any) -> None:
                          f"captionlib's ({PACKED_VERSION}); update captionlib")
 
 
-def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
-    """Read a packed model's manifest and members (checked against the manifest).
+def read_packed(path: PathLike, max_bytes: int = DEFAULT_MAX_MODEL_BYTES) -> Tuple[dict, Dict[str, bytes]]:
+    """Read a packed model's manifest and members (checked against the manifest), with
+    bounded memory (:mod:`captionlib.utils.archive`).
+
+    Every member's size in the central directory must equal its manifest entry, and their sum
+    must be at most ``max_bytes``, before any member is read; each member is then read in
+    chunks, refused as soon as its stream passes its stated size, and checked against its
+    SHA-256.
+
+    Args:
+        path: the archive.
+        max_bytes: cap on the summed size of its members, in bytes
+            (:data:`~captionlib.utils.archive.DEFAULT_MAX_MODEL_BYTES`, 4 GiB, by default).
 
     Returns:
         ``(manifest dict, {member name: bytes})``.
@@ -468,8 +481,9 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     Raises:
         FileNotFoundError: no such file.
         ValueError: naming ``path``: not a zip archive, not a captionlib packed model, a newer
-            format version, a member missing or corrupt (size/SHA-256 differ), or a member the
-            manifest does not list (checked before any member is read).
+            format version, members over the cap, a member missing or corrupt (size/SHA-256
+            differ, a stream longer than stated), or a member the manifest does not list
+            (checked before any member is read).
     """
     path = Path(path)
     if not path.is_file():
@@ -483,12 +497,12 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
     except (zipfile.BadZipFile, OSError) as e:
         raise wrapped(e) from None
     with z:
+        sizes = member_sizes(z, str(path), max_bytes)
+        if MANIFEST not in sizes or sizes[MANIFEST] > MAX_MANIFEST_BYTES:
+            raise wrapped(ValueError(f"no {MANIFEST} of at most {MAX_MANIFEST_BYTES} bytes"))
         try:
-            sizes = {info.filename: info.file_size for info in z.infolist()}
-            if sizes.get(MANIFEST, 0) > MAX_MANIFEST_BYTES:
-                raise ValueError(f"{MANIFEST} of {sizes[MANIFEST]} bytes")
-            manifest = json.loads(z.read(MANIFEST))
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+            manifest = json.loads(read_member(z, MANIFEST, sizes[MANIFEST], str(path)))
+        except ValueError as e:
             raise wrapped(e) from None
         _check_format(path, manifest)
         try:
@@ -500,13 +514,13 @@ def read_packed(path: PathLike) -> Tuple[dict, Dict[str, bytes]]:
             wrong = [n for n, size in files.items() if n in sizes and sizes[n] != size]
             if wrong:
                 raise ValueError(f"members whose size is not the one in its {MANIFEST}: {', '.join(wrong)}")
-            members = {name: z.read(name) for name in files if name in sizes}
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        except ValueError as e:
             raise wrapped(e) from None
-    for entry in manifest.get("files", []):
-        data = members.get(entry["name"])
-        if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            raise ValueError(f"{path}: member {entry['name']} is missing or corrupt")
+        missing = [e["name"] for e in manifest["files"] if e["name"] not in sizes]
+        if missing:
+            raise ValueError(f"{path}: member {missing[0]} is missing or corrupt")
+        members = {e["name"]: read_member(z, e["name"], e["bytes"], str(path), e["sha256"])
+                   for e in manifest["files"]}
     for name in (MODEL, FEATS_CONFIG):
         if name not in members:
             raise ValueError(f"{path}: packed model lacks {name}")
@@ -709,7 +723,7 @@ class VisualFrontEnd:
     def __init__(self, feats_config: Mapping[str, Any], exported: Optional[bytes] = None,
                  weights: Optional[PathLike] = None, name: str = "packed model"):
         from captionlib.visual import TORCHVISION_NAMES, default_image_size
-        from captionlib.visual.cnn import build_backbone
+        from captionlib.visual.cnn import build_backbone, load_exported_bytes
 
         conf = self.check_config(feats_config, name)
         self.name, self.media, self.cnn, self.output = name, conf["media_type"], conf["cnn"], conf["output"]
@@ -720,7 +734,7 @@ class VisualFrontEnd:
         if self.cnn == "exported":
             if exported is None:
                 raise ValueError(f"{name}: cnn exported, but no {CNN_MEMBER} (the backbone) is packed")
-            self.backbone, meta = _load_exported_bytes(exported, f"{name} (member {CNN_MEMBER})")
+            self.backbone, meta = load_exported_bytes(exported, f"{name} (member {CNN_MEMBER})")
             exported_size = meta.get("image_size")
         elif self.cnn in TORCHVISION_NAMES:
             if weights is None:
@@ -810,29 +824,6 @@ def _packed_encoder(feats_config: Mapping[str, Any], data: Optional[bytes], name
             raise ValueError(f"{name}: {ENCODER_MEMBER}: {e}") from None
 
 
-def _load_exported_bytes(data: bytes, name: str):
-    """:func:`captionlib.visual.cnn.load_exported` of a ``.pt2`` held in memory (written to a
-    temporary file, removed after loading).
-
-    Returns:
-        ``(module, meta)``.
-
-    Raises:
-        ValueError: naming ``name``: not a ``torch.export`` program.
-    """
-    import tempfile
-
-    from captionlib.visual.cnn import load_exported
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, CNN_MEMBER)
-        Path(path).write_bytes(data)
-        try:
-            return load_exported(path)
-        except ValueError as e:
-            raise ValueError(str(e).replace(path, name)) from None
-
-
 class PretrainedCaptioner:
     """A packed model ready to caption audio files (``feats_type: logmel`` or ``pretrained``) or image and video
     files (``feats_type: cnn``).
@@ -885,14 +876,16 @@ class PretrainedCaptioner:
 
     @classmethod
     def from_pretrained(cls, path: PathLike, ngpu: int = 0, cnn_weights: Optional[PathLike] = None,
-                        **decode_options) -> "PretrainedCaptioner":
+                        max_bytes: int = DEFAULT_MAX_MODEL_BYTES, **decode_options) -> "PretrainedCaptioner":
         """Load a packed model (written by :func:`pack_model`); nothing else is read (but the
         weights of a torchvision CNN, see :func:`find_cnn_weights`), and nothing in it is run:
         ``model.pth`` is read with ``torch.load(weights_only=True)``, ``cnn.pt2`` with
-        ``torch.export.load``.
+        ``torch.export.load`` once :func:`captionlib.visual.exported.check_exported_program`
+        has found no route by which that would run code.
 
         Args:
             path: the zip archive.
+            max_bytes: cap on the summed size of its members, in bytes (see :func:`read_packed`).
             ngpu: 0 = CPU, 1 = the first CUDA device (for the captioner; a CNN runs on the CPU).
             cnn_weights: the weights file of a torchvision CNN (default: looked for).
             decode_options: overrides of the packed decoding options (``beam_size``,
@@ -917,7 +910,7 @@ class PretrainedCaptioner:
         if unknown:
             raise ValueError(f"unknown decoding options {unknown}; expected some of {sorted(DECODE_DEFAULTS)}")
         check_decode_options(**decode_options)  # before anything is read
-        manifest, members = read_packed(path)
+        manifest, members = read_packed(path, max_bytes)
         device = get_device(ngpu)
         model, obj = load_model_file(os.fspath(path), map_location=str(device), data=members[MODEL], member=MODEL)
         model.to(device)

@@ -6,6 +6,7 @@ Modules::
 
     captionlib.visual.media      # load_image, preprocess_image, load_video_frames
     captionlib.visual.cnn        # build_backbone, cnn_features, export_backbone, load_exported
+    captionlib.visual.exported   # check_exported_program: a .pt2 runs no code when loaded
     captionlib.visual.extract    # extract_visual_feats (body of caption_extract_visual_feats)
 
 This package module holds the option choices shared by those modules and the command-line

@@ -10,7 +10,9 @@ Three kinds (``--cnn``):
   512 x 14 x 14 at 224 px, as Show-Attend-Tell's conv5_4 of VGG19), Inception-v3 up to
   ``Mixed_7c`` (2048 x 8 x 8 at 299 px). torchvision is imported only here.
 * ``exported``: a ``torch.export`` program (``.pt2``, written by ``caption_export_cnn``) of
-  any of the above, so that a machine without torchvision needs only torch.
+  any of the above, so that a machine without torchvision needs only torch. It is checked by
+  :mod:`captionlib.visual.exported` before ``torch.export.load`` reads it, since that call
+  would run code from a crafted file.
 * ``random_convnet``: a small randomly initialised, seeded conv net (3 x conv3x3+ReLU+maxpool,
   64 x H/8 x W/8). **For tests and the mini recipes only**: its features carry no meaning.
 
@@ -19,9 +21,9 @@ image/frame; the "fc" features) or a ``grid`` of H'W' vectors (the "att" layout 
 self-critical.pytorch / Show-Attend-Tell, row-major over H', W').
 """
 
+import io
 import json
 import os
-import zipfile
 from collections import OrderedDict
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -29,7 +31,9 @@ import torch
 from torch import nn
 
 from captionlib.io.datadir import PathLike
+from captionlib.utils.archive import DEFAULT_MAX_MODEL_BYTES
 from captionlib.visual import CNN_NAMES, OUTPUTS, TEMPORAL_POOLS, TORCHVISION_NAMES  # noqa: F401 (re-exported)
+from captionlib.visual.exported import check_exported_program
 from captionlib.visual.media import IMAGENET_MEAN, IMAGENET_STD
 _META_FILE = "captionlib_cnn.json"
 
@@ -138,8 +142,16 @@ def build_torchvision_backbone(name: str, weights: PathLike) -> nn.Module:
     return trunk.eval()
 
 
-def load_exported(path: PathLike) -> Tuple[nn.Module, Dict]:
-    """Load a ``.pt2`` written by :func:`export_backbone`.
+def load_exported(path: PathLike, max_bytes: int = DEFAULT_MAX_MODEL_BYTES) -> Tuple[nn.Module, Dict]:
+    """Load a ``.pt2`` written by :func:`export_backbone`, running no code from the file.
+
+    The file is read once, checked by :func:`captionlib.visual.exported.check_exported_program`
+    (which refuses every route by which ``torch.export.load`` would unpickle unsafely, load a
+    compiled library or evaluate a string), and the same bytes are then loaded.
+
+    Args:
+        path: the ``.pt2`` file.
+        max_bytes: cap on the file's size and on the summed size of its members, in bytes.
 
     Returns:
         ``(module, meta)``: the module (B, 3, H, W) -> (B, C, H', W') (a ``GraphModule``;
@@ -148,19 +160,30 @@ def load_exported(path: PathLike) -> Tuple[nn.Module, Dict]:
 
     Raises:
         FileNotFoundError: ``path`` is missing.
-        ValueError: ``path`` is not a ``torch.export`` program file.
+        ValueError: naming ``path``: over the cap, not a ``torch.export`` program file, or
+            refused by the check (the message names the member).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such exported CNN file: {path}")
-    if not zipfile.is_zipfile(path):  # checked first: torch logs a long traceback for a non-zip file
-        raise ValueError(f"{path} is not a torch.export program (.pt2): not a zip archive")
+    if os.path.getsize(path) > max_bytes:
+        raise ValueError(f"{path}: {os.path.getsize(path):,} bytes, over the cap of {max_bytes:,} bytes")
+    with open(path, "rb") as f:
+        return load_exported_bytes(f.read(), path, max_bytes)
+
+
+def load_exported_bytes(data: bytes, name: str, max_bytes: int = DEFAULT_MAX_MODEL_BYTES) -> Tuple[nn.Module, Dict]:
+    """:func:`load_exported` of a ``.pt2`` held in memory (``name``: how messages call it)."""
+    check_exported_program(data, name, max_bytes)
     extra = {_META_FILE: ""}
     try:
-        program = torch.export.load(path, extra_files=extra)
+        program = torch.export.load(io.BytesIO(data), extra_files=extra)
     except Exception as e:
-        raise ValueError(f"{path} is not a torch.export program (.pt2): {type(e).__name__}: {e}") from None
-    meta = json.loads(extra[_META_FILE]) if extra.get(_META_FILE) else {}
+        raise ValueError(f"{name} is not a torch.export program (.pt2): {type(e).__name__}: {e}") from None
+    try:
+        meta = json.loads(extra[_META_FILE]) if extra.get(_META_FILE) else {}
+    except ValueError:
+        raise ValueError(f"{name}: member extra/{_META_FILE} is not JSON") from None
     return program.module(), meta
 
 
