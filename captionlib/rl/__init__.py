@@ -101,6 +101,10 @@ def check_rl_options(opts) -> type:
         raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
                          "(its samples' log-probabilities come from its own loop)")
     check_reward(opts.reward, opts.spice_lib_dir)
+    if opts.fluency_penalty > 0 and getattr(opts, "ac_reward", "metric") == "embedding" and opts.rl_algo == "ac":
+        raise ValueError("fluency_penalty applies to the --reward metrics, not to ac_reward embedding")
+    if opts.fluency_model and not opts.fluency_penalty > 0:
+        raise ValueError(f"fluency_model {opts.fluency_model} is read only with fluency_penalty > 0")
     if callable(getattr(cls, "check_options", None)):
         cls.check_options(opts)
     return cls

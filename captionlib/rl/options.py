@@ -46,6 +46,13 @@ class RLOptions(TrainOptions):
     reward: str = option("cider_d:1.0", "metric:weight[,metric:weight] (cider_d, cider_d_batch, bleu_1..4, rouge_l, "
                                         "spice, spider)", PG)
     spice_lib_dir: Optional[str] = option(None, "CoreNLP jars for spice/spider rewards", PG)
+    fluency_penalty: float = option(
+        0.0, "multiply a caption's reward by (1 - p) when it is flagged as disfluent, as SPIDEr-FL penalises a "
+             "score (SPIDEr-FL: 0.9; 0: off)", PG, valid="[0, 1]")
+    fluency_model: Optional[str] = option(
+        None, "--fluency_penalty: the fluency error detector that flags captions (caption_train_fluency); "
+              "without one, the rule checks flag them (an unfinished ending, a word repeated at once, a repeated "
+              "3-gram)", DATA)
     num_samples: int = option(1, "samples per clip (reinforce_plus, sle, multitask)", PG, valid=">= 1")
     baseline: str = option("greedy", "reinforce_plus, multitask", PG, ("greedy", "mean"))
     baseline_encoding: str = option(

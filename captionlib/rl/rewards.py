@@ -11,6 +11,14 @@ seed 000 computed it; see :func:`captionlib.metrics.cider_d.batch_cider_d`),
 run (Java + the Stanford CoreNLP 3.6.0 jars). All metrics see the cleaned words of
 candidates and references.
 
+A fluency penalty (``fluency_penalty`` p > 0) multiplies the summed reward of each caption
+flagged as disfluent by (1 - p), as SPIDEr-FL penalises a flagged caption's SPIDEr (DCASE
+2023 task 6; p = 0.9 there). The flags come from the fluency error detector
+(:class:`captionlib.metrics.fluency.FluencyDetector`, trained by ``caption_train_fluency``)
+or, without one, from the rule checks (:func:`captionlib.metrics.fluency.rule_flags`). Every
+objective scores its samples and baselines through :class:`Reward`, so every one of them
+gets the penalty.
+
 The per-batch form is a metric name rather than a mode option of :class:`Reward`: it is
 a different statistic (its idf depends on the rest of the batch), so it gets its own key
 in the output of :meth:`Reward.__call__`, the run's ``config.yaml`` ``reward:`` line names
@@ -104,11 +112,15 @@ class Reward:
         trust_pickle: also read a pickled ``cider_df`` of older versions (numpy arrays and
             numbers only, nothing in it run; for files you made yourself; see
             :meth:`captionlib.metrics.cider_d.DocumentFrequency.load`).
+        fluency_penalty: p in [0, 1]: a flagged caption's reward is multiplied by (1 - p)
+            (see the module docstring); 0: off.
+        fluency_model: the detector file of the flags (``None``: the rule checks).
 
     Raises:
-        ValueError: bad spec, a SPICE term where SPICE cannot run (with the reason), or a
+        ValueError: bad spec, a SPICE term where SPICE cannot run (with the reason), a
             ``cider_df`` that is not an ``.npz`` document-frequency file (named; a pickle
-            without ``trust_pickle``, with the command that converts it).
+            without ``trust_pickle``, with the command that converts it), a penalty outside
+            [0, 1], or a detector file that cannot be loaded (named).
     """
 
     def __init__(
@@ -119,9 +131,16 @@ class Reward:
         spice_lib_dir: Optional[str] = None,
         spice_cache_dir: Optional[str] = None,
         trust_pickle: bool = DEFAULTS.trust_pickle,
+        fluency_penalty: float = DEFAULTS.fluency_penalty,
+        fluency_model: Optional[str] = DEFAULTS.fluency_model,
     ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
+        from captionlib.metrics.fluency import FluencyDetector
 
+        if not 0.0 <= fluency_penalty <= 1.0:
+            raise ValueError(f"fluency_penalty must be in [0, 1], got {fluency_penalty}")
+        self.fluency_penalty = fluency_penalty
+        self.detector = FluencyDetector.load(fluency_model) if fluency_penalty > 0 and fluency_model else None
         self.terms = check_reward(spec, spice_lib_dir)
         self.refs = refs
         self.cider = CiderD(DocumentFrequency.load(cider_df, trust_pickle=trust_pickle))
@@ -146,7 +165,8 @@ class Reward:
         candidates (one document per candidate).
 
         Returns:
-            ``{"reward": (num_candidates,), <metric>: (num_candidates,) ...}``.
+            ``{"reward": (num_candidates,), <metric>: (num_candidates,) ...}``; with a fluency
+            penalty also ``"fluency_error"``: 1.0 for each flagged caption, else 0.0.
         """
         from captionlib.metrics.bleu import sentence_bleu
         from captionlib.metrics.cider_d import batch_cider_d
@@ -171,5 +191,17 @@ class Reward:
         total = np.zeros(len(candidates))
         for name, weight in self.terms:
             total += weight * out[name]
+        if self.fluency_penalty > 0:
+            flags = self.fluency_flags(candidates)
+            out["fluency_error"] = flags.astype(np.float64)
+            total = np.where(flags, total * (1.0 - self.fluency_penalty), total)
         out["reward"] = total
         return out
+
+    def fluency_flags(self, candidates: Sequence[Sequence[str]]) -> np.ndarray:
+        """``(num_candidates,)`` bools: the detector's flags, or the rule checks' without one."""
+        from captionlib.metrics.fluency import rule_flags
+
+        if self.detector is not None:
+            return np.asarray(self.detector.flag(candidates)[0], dtype=bool)
+        return rule_flags(candidates).any(axis=1)

@@ -109,7 +109,8 @@ def train_rl(opts: RLOptions) -> None:
     train_set = AudioRefsDataset(opts.train_data_dir, unit=opts.rl_unit)
     valid_set = AudioRefsDataset(opts.valid_data_dir)
     reward = Reward(opts.reward, train_set.refs, opts.cider_df, opts.spice_lib_dir, f"{opts.output_dir}/spice_cache",
-                    trust_pickle=opts.trust_pickle)
+                    trust_pickle=opts.trust_pickle, fluency_penalty=opts.fluency_penalty,
+                    fluency_model=opts.fluency_model)
     objective = cls.from_options(opts, model, reward, tokenizer, train_set).to(device)
     own = [p for p in objective.parameters() if p.requires_grad]
     if own:
