@@ -10,6 +10,9 @@ VENV := tools/venv
 TORCH_VERSION ?= 2.13.0
 TEST_JOBS ?= $(shell n=$$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 STAMP := $(VENV)/.installed
+# the console scripts tools/venv/bin/caption_* (one per captionbin/caption_*.py, see setup.py):
+# reinstalled, without dependencies, when a binary is added or changed
+SCRIPTS_STAMP := $(VENV)/.console_scripts
 
 .PHONY: demo test venv clean-demo
 
@@ -22,12 +25,16 @@ $(STAMP): setup.py
 	$(VENV)/bin/python -m pip install --quiet -e ".[all]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(SCRIPTS_STAMP): $(STAMP) $(wildcard captionbin/caption_*.py)
+	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(SCRIPTS_STAMP)
+
+demo: $(STAMP) $(SCRIPTS_STAMP)
 	cd egs/mini_clotho && ./run.sh
 	@echo
 	@cat egs/mini_clotho/RESULTS.md
 
-test: $(STAMP)
+test: $(STAMP) $(SCRIPTS_STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder --durations 25
 

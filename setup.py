@@ -1,6 +1,14 @@
 """Install captionlib (the library) and captionbin (its command-line binaries)."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# One console script per binary captionbin/caption_*.py, named as the binary (caption_infer runs
+# captionbin.caption_infer:main), so that tools/venv/bin/caption_infer works from any shell; taken
+# from the directory listing, so a new binary is installed by the next "pip install -e ."
+HERE = Path(__file__).resolve().parent
+console_scripts = sorted(f"{p.stem} = captionbin.{p.stem}:main" for p in (HERE / "captionbin").glob("caption_*.py"))
 
 install_requires = [
     # torch is not pinned exactly: users bring the build that matches their CUDA.
@@ -41,4 +49,5 @@ setup(
     python_requires=">=3.9",
     install_requires=install_requires,
     extras_require=extras_require,
+    entry_points={"console_scripts": console_scripts},
 )

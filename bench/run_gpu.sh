@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU measurement of the README's "Speed" section, in one command, on one GPU.
+# Every GPU measurement of bench/README.md's "Speed" section, in one command, on one GPU.
 #
 #   bench/run_gpu.sh [--part bench|pipeline|all] [--out DIR] [--work_dir DIR] [--scale S] [--python PY]
 #                    [--data DIR] [--step_timeout SECONDS] [--beats_ref DIR]
@@ -26,7 +26,7 @@
 #      captionlib does not hold): bench/compare_beats_authors.py --full, our BEATs against theirs,
 #      and our Kaldi fbank against torchaudio's where torchaudio imports (it has no CPU build here).
 # --part pipeline: bench/bench_pipeline.py --ngpu 1 --recipe_args "--gpu_inference true --inference_nj 2"
-#   (the README's table; run.pl gives each decoding job the one GPU in turn, so more jobs only add
+#   (bench/README.md's table; run.pl gives each decoding job the one GPU in turn, so more jobs only add
 #   process starts) on a
 #   corpus of --scale x Clotho's size (default 0.25; 4 GB of audio at 1.0) made in --work_dir
 #   (default DIR/pipeline), stages 1-8 (stage 9's METEOR and PTB

@@ -331,24 +331,56 @@ class ArgumentParser(configargparse.ArgumentParser):
         return message
 
 
-def get_base_parser(description: str) -> configargparse.ArgumentParser:
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's formatter that appends ``(default: ...)`` to an option's help, unless the help
+    already says its default (``"(default: packed)"``): each option shows one default."""
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if re.search(r"\(default\b", help_text, re.IGNORECASE):
+            return help_text
+        return super()._get_help_string(action)
+
+
+def command_name(argv0: Optional[str] = None) -> str:
+    """The name a binary was invoked by, for its usage line and errors: ``caption_infer`` for the
+    console script ``tools/venv/bin/caption_infer``, ``python -m captionbin.caption_infer`` for
+    ``python -m``, else the script's file name without ``.py``."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main_spec is not None and argv0.endswith(".py") and (
+            main_spec.name.startswith("captionbin.") or os.path.basename(argv0) == "__main__.py"):
+        return f"python -m {main_spec.name.removesuffix('.__main__')}"
+    name = os.path.basename(argv0) or "captionbin"
+    return name[:-3] if name.endswith(".py") else name
+
+
+def get_base_parser(description: str, prog: Optional[str] = None) -> configargparse.ArgumentParser:
     """Create a parser with ``--config`` (YAML), ``--print_config`` and ``--log_level``.
 
     Args:
         description: shown by ``--help``.
+        prog: the command named by the usage line (default: :func:`command_name`).
 
     Returns:
         An :class:`ArgumentParser` whose YAML keys use underscores; options are never
         abbreviated, a YAML key given twice is an error, and an error about a key of the
-        config file names the file.
+        config file names the file. ``--help`` shows each option's default once
+        (:class:`HelpFormatter`) and none of configargparse's boilerplate about config files
+        (the ``--config`` help says what they are).
     """
     parser = ArgumentParser(
+        prog=prog or command_name(),
         description=description,
         config_file_parser_class=StrictYAMLConfigFileParser,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         allow_abbrev=False,  # a truncated key (n_mel) must not be taken as another (n_mels)
+        add_config_file_help=False,  # its text links to a site unrelated to captionlib
+        add_env_var_help=False,
     )
-    parser.add_argument("--config", is_config_file=True, help="YAML config; the command line overrides it")
+    parser.add_argument("--config", is_config_file=True,
+                        help="YAML config: a mapping of option names without '--' (lr: 0.001); the command "
+                             "line overrides it, and it overrides the defaults")
     parser.add_argument(
         "--print_config", action="store_true", help="print the resolved config as YAML and exit"
     )

@@ -99,6 +99,9 @@ valid_set=   # Validation set.
 test_sets=   # Test sets, space-separated.
 xe_test_sets= # More test sets decoded and scored with the XE model(s) only (e.g. control sets), space-separated.
 
+# set_help_message: help_message from the options' current values, so that "./run.sh --help" shows
+# the values the recipe's run.sh sets (it passes its options before --help), not only caption.sh's
+set_help_message() {
 help_message=$(cat << EOF
 Usage: $0 --train_sets "<train_split(s)>" --valid_set "<valid_set>" --test_sets "<test_sets>"
 
@@ -211,6 +214,26 @@ Options:
     --xe_test_sets # Test sets decoded with the XE model(s) only, e.g. a control set (default="${xe_test_sets}").
 EOF
 )
+}
+set_help_message
+
+# --help: apply the other options first (a recipe's run.sh passes its own before the user's), then
+# print the help with their values as the defaults (what this run would use), and exit 0
+_help=false
+for _arg in "$@"; do
+    case "${_arg}" in --help|-h) _help=true ;; esac
+done
+if "${_help}"; then
+    _args=()
+    for _arg in "$@"; do
+        case "${_arg}" in --help|-h) ;; *) _args+=("${_arg}") ;; esac
+    done
+    set -- ${_args[@]+"${_args[@]}"}
+    . utils/parse_options.sh
+    set_help_message
+    printf '%s\n' "${help_message}" 1>&2
+    exit 0
+fi
 
 log "$0 $*"
 # Save command line args for logging (they will be lost after utils/parse_options.sh)

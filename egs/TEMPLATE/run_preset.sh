@@ -19,7 +19,7 @@
 #   seed002_ac              actor-critic with the embedding reward and its own value encoder
 #   seed003_mc_pg           MC-PG (reward of conf/train_mc_pg.yaml: CIDEr-D where SPICE cannot run)
 #   seed004_multitask       XE -> REINFORCE+ with the encoder frozen -> multitask from that model
-# The field's current audio systems (audio recipes with the configs below; README "Pretrained encoders"):
+# The field's current audio systems (audio recipes with the configs below; egs/clotho/README.md, "Pretrained encoders"):
 #   sjtu_cnn14_transformer          SJTU-style: frozen PANNs CNN14 + Transformer encoder layers and decoder,
 #                                   XE then SCST (conf/feats_panns.yaml, conf/train_xe_cnn14_transformer.yaml,
 #                                   conf/train_scst_cnn14_transformer.yaml; beam 3)

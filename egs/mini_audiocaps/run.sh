@@ -8,6 +8,17 @@
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
+# ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
+recipe_help="Usage: ./run.sh [options]   (egs/mini_audiocaps: CI recipe of egs/audiocaps: stages 1-9 on a 10-clip stand-in for AudioCaps)
+
+This run.sh has no options of its own.
+
+Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
+--rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+for _arg in "$@"; do
+    case "${_arg}" in --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; break ;; esac
+done
+
 exec ./caption.sh \
     --local_data_opts "--audiocaps_root audiocaps_fixture --audio_dir audiocaps_fixture/audio --max_missing_fraction 0.2" \
     --train_sets train --valid_set val --test_sets test \

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
 # CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs
 # (conf/train_xe.yaml, conf/train_scst.yaml -> conf/tuning/*_debug.yaml; conf/decode.yaml -> decode_debug.yaml).
-# Covers seed 000's CRNN-W (Word2Vec-initialised XE), CRNN-R (SCST from it) and a word-level
-# ensemble of both (CRNN-E style), each decoded with 5 sampled captions per clip for the
-# diversity columns (Div-1, Div-2, mBLEU-4) of RESULTS.md.
+# Trains seed 000's CRNN-W (Word2Vec-initialised XE), then all six RL objectives from it (scst,
+# reinforce_plus, sle, ac, mc_pg, multitask), and decodes each model and a word-level ensemble of
+# all seven (CRNN-E style, --ensemble_models all) with 5 sampled captions per clip for the
+# diversity columns (Div-1, Div-2, mBLEU-4) of RESULTS.md; stage 10 packs each trained model
+# (exp/xe_train_xe_logmel_word_w2v/packed/, exp/xe_train_xe_logmel_word_w2v/<algo>_train_<algo>/packed/).
 # Options: ./run.sh --help
 # Set bash to 'debug' mode, it will exit on: -e 'error', -u 'undefined variable', -o ... 'error in pipeline'
 set -euo pipefail
 
 clotho_root=clotho_fixture  # Clotho-layout root; --clotho_root DIR overrides it.
+# ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
+recipe_help="Usage: ./run.sh [options]   (egs/mini_clotho: CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs)
+
+Options of this recipe (run.sh):
+    --clotho_root # Clotho-layout root (default=\"${clotho_root}\").
+
+Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
+--rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --clotho_root|--clotho-root) clotho_root=${2?"$1 needs a value"}; shift 2 ;;
+        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

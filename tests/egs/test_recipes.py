@@ -131,6 +131,34 @@ def test_run_sh_help(recipe):
     for opt in ["--stage", "--train_sets", "--rl_algo", "--feats_filetype", "--nbest_average", "--metrics",
                 "--word2vec", "--ensemble_models", "--num_diversity_samples"]:
         assert opt in out
+    # the recipe's own options come first, then caption.sh's with the values run.sh sets
+    assert out.startswith("Usage: ./run.sh [options]"), out[:300]
+    own = "This run.sh has no options of its own." if recipe.startswith("mini_") and recipe != "mini_clotho" \
+        or recipe == "soundscapes" else "Options of this recipe (run.sh):"
+    assert own in out and out.index(own) < out.index("--stop_stage"), out[:600]
+
+
+# each recipe's run.sh options (its --help lists them before caption.sh's)
+RECIPE_OPTIONS = {"clotho": ["--clotho_root"], "mini_clotho": ["--clotho_root"],
+                  "audiocaps": ["--audiocaps_root", "--audio_dir", "--max_missing_fraction", "--skip_bad"],
+                  "mscoco": ["--coco_root", "--image_root"], "msvd": ["--msvd_root", "--video_root"],
+                  "msrvtt": ["--msrvtt_root", "--video_root"], "tgif": ["--tgif_root", "--gif_root"]}
+
+
+@needs_utils
+@pytest.mark.parametrize("recipe", sorted(RECIPE_OPTIONS))
+def test_run_sh_help_lists_the_recipe_options_first(recipe):
+    r = _run(["./run.sh", "--help"], cwd=EGS / recipe)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    pipeline = out.index("--stage ")
+    for opt in RECIPE_OPTIONS[recipe]:
+        assert opt in out and out.index(opt) < pipeline, (opt, out[:800])
+    if recipe == "clotho":  # the defaults shown are what egs/clotho/run.sh passes to caption.sh
+        assert re.search(r'--stage +# .*\(default="0"\)', out), out
+        assert re.search(r'--rl_algo +# .*\(default="scst"\)', out), out
+        assert re.search(r'--xe_inference_model +# [^\n]*\n[^\n]*\(default="valid.bleu_4.best.pth"\)', out), out
+    assert "Stage 0:" not in out and "Stage 1:" not in out  # --help runs nothing
 
 
 @needs_utils
@@ -183,15 +211,15 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst mc_pg",
               "--rl_args", "--sample_logprobs recompute"], cwd=d)
     out = r.stdout + r.stderr
-    assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): caption_rl_train.py: error: "
+    assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): python -m captionbin.caption_rl_train: error: "
                                   "sample_logprobs recompute is not read by rl_algo mc_pg") in out, out
     assert "Stage 6:" not in out, out
     for args, message in [
-        (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): caption_train.py: error: lr must be > 0, "
+        (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): python -m captionbin.caption_train: error: lr must be > 0, "
                                    "got -1.0; nothing has run"),
         (["--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
           "--tagging_args", "--encoder_conf '{drop_out: 0.1}'"],  # quoted as in a shell
-         "the options of stage 5 (tagging pretraining): caption_pretrain_tagging.py: error: "
+         "the options of stage 5 (tagging pretraining): python -m captionbin.caption_pretrain_tagging: error: "
          "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out'"),
     ]:
         r = _run(["./run.sh", "--stop_stage", "5", *args], cwd=d)

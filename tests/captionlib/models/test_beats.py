@@ -8,7 +8,7 @@ copied: ``BEATs.__init__``/``extract_features``, ``TransformerEncoder``,
 ``TransformerSentenceEncoderLayer`` with ``deep_norm``, ``MultiheadAttention.forward`` with its
 ``alpha = 32`` scaling, ``_relative_positions_bucket`` and the gated bias), not from our module.
 Our module was also compared with the authors' code itself, run unmodified with random weights
-(README "Pretrained encoders"); that code needs torchaudio, so it is not run here.
+(egs/clotho/README.md, "Pretrained encoders"); that code needs torchaudio, so it is not run here.
 """
 
 import math

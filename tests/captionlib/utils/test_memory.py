@@ -24,7 +24,7 @@ print(rss() - base)
 @pytest.mark.skipif(glibc() is None, reason="glibc's malloc only")
 def test_freed_tensors_leave_the_heap_with_the_fixed_threshold():
     """Freed 8 MiB tensors below a live one stay resident under glibc's dynamic threshold, and
-    are returned with limit_heap_growth (the XE stage's RSS, README "Speed")."""
+    are returned with limit_heap_growth (the XE stage's RSS, bench/README.md, "Speed")."""
     held = {how: float(subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
                                       check=True, timeout=300).stdout) for how in ("default", "limit")}
     assert held["default"] > 250, held  # the 320 MiB freed stay in the heap
