@@ -56,6 +56,10 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     options = ClothoSizedOptions(seed=args.seed, scale=args.scale, min_duration_s=args.min_duration_s,
                                  max_duration_s=args.max_duration_s, sample_rate=args.sample_rate,
                                  heldout_fraction=args.heldout_fraction)
+    try:  # bad options exit 2 before anything is read or written
+        options.check()
+    except ValueError as e:
+        parser.error(str(e))
     try:
         make_clotho_sized_corpus(args.event_root, args.captions_dir, args.output_dir, options, nj=args.nj,
                                  log_interval=args.log_interval)

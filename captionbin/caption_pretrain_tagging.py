@@ -12,10 +12,13 @@ Usage:
 
 Writes ``<output_dir>/pretrained.pth`` (best validation mAP) and ``<output_dir>/classes.txt``;
 then train the captioner with ``encoder_conf: {pretrained: <output_dir>/pretrained.pth,
-classes_num: <lines of classes.txt>}``. Re-running resumes. The options are the fields of
+classes_num: <lines of classes.txt>}``. Re-running resumes; a ``latest.pth`` that would run code
+when loaded (an unsafe pickle) is refused in one line, exit 1. The options are the fields of
 :class:`captionlib.train.options.TaggingOptions`.
 """
 
+import logging
+import sys
 from typing import Optional, Sequence
 
 from captionlib.train.options import TaggingOptions
@@ -34,8 +37,13 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     opts = parse_options(get_parser(), TaggingOptions, cmd, check="captionlib.train.tagging.check_tagging_options")
     from captionlib.train.tagging import train_tagging
     from captionlib.utils.distributed import finish
+    from captionlib.utils.fileio import UnsafeFileError
 
-    train_tagging(opts)
+    try:
+        train_tagging(opts)
+    except UnsafeFileError as e:  # a latest.pth that would run code: the loaders' one-line refusal
+        logging.error("%s", e)
+        sys.exit(1)
     finish()
 
 

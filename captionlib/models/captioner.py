@@ -19,7 +19,7 @@ from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
 from captionlib.models.encoding import BatchParts, cat_encodings
 from captionlib.models.panns import Cnn10Encoder, Cnn14Encoder
-from captionlib.models.transformer import TransformerDecoder, TransformerEncoderStack
+from captionlib.models.transformer import TransformerDecoder, TransformerEncoderStack, check_conf
 from captionlib.utils.fileio import load_checkpoint
 
 ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder, "cnn14": Cnn14Encoder,
@@ -266,8 +266,9 @@ def check_model_conf(encoder: str, encoder_conf: Optional[Dict[str, Any]], decod
                      decoder_conf: Optional[Dict[str, Any]], specaug_conf: Optional[Dict[str, Any]] = None) -> None:
     """Check the names of a :class:`Captioner`'s parts and the keys of their configs, before
     anything is built (it needs no vocabulary and no feature dimension: ``caption_train
-    --check_only`` runs it before stages 2-3 have made them). The values are checked when the
-    parts are built.
+    --check_only`` runs it before stages 2-3 have made them), and the values of the Transformer
+    decoder's and encoder stack's configs (:func:`~captionlib.models.transformer.check_conf`);
+    the other parts' values are checked when they are built.
 
     Args:
         encoder, decoder: keys of :data:`ENCODERS`, :data:`DECODERS`.
@@ -277,7 +278,8 @@ def check_model_conf(encoder: str, encoder_conf: Optional[Dict[str, Any]], decod
 
     Raises:
         ValueError: an unknown encoder or decoder, ``encoder_conf.transformer`` that is not a
-            mapping, or a key a part does not take (naming the config and the keys it takes).
+            mapping, a key a part does not take (naming the config and the keys it takes), or a
+            bad size of a Transformer (naming it, e.g. ``decoder_conf.d_model``).
     """
     if encoder not in ENCODERS:
         raise ValueError(f"unknown encoder {encoder!r}; choose from {sorted(ENCODERS)}")
@@ -290,7 +292,10 @@ def check_model_conf(encoder: str, encoder_conf: Optional[Dict[str, Any]], decod
         if not isinstance(stack_conf, dict):
             raise ValueError(f"encoder_conf.transformer must be a mapping of options, got {stack_conf!r}")
         check_keys(TransformerEncoderStack, "encoder_conf.transformer", 1, stack_conf)
+        check_conf(TransformerEncoderStack, stack_conf, "encoder_conf.transformer.")
     check_keys(DECODERS[decoder], f"decoder_conf (decoder {decoder!r})", 1, dict(decoder_conf or {}))
+    if DECODERS[decoder] is TransformerDecoder:
+        check_conf(TransformerDecoder, dict(decoder_conf or {}), "decoder_conf.")
     if specaug_conf:
         from captionlib.audio.specaug import SpecAugment
 

@@ -42,11 +42,17 @@ from torch.nn import functional as F
 
 from captionlib.models.encoders import _zero_padding, checkpointed, masked_mean
 from captionlib.models.panns import AUDIOSET_CLASSES, load_with_front_end
+from captionlib.models.pretrained_load import CheckpointMismatchError
 from captionlib.utils.distributed import BatchNorm2d, rows_rand
 
 #: where users get the published checkpoints (named when one is missing: nothing is downloaded)
 CHECKPOINT_SOURCE = ("convnext_tiny_465mAP_BL_AC_70kit.pth (CoNeTTE, DCASE 2024 task 6 baseline) or "
                      "convnext_tiny_471mAP.pth of Zenodo record 8020843, https://zenodo.org/record/8020843")
+#: the front end the published checkpoints were trained with: the keys of
+#: ``egs/clotho/conf/feats_convnext.yaml`` that fix it (tests/captionlib/models/test_convnext.py compares them)
+CONVNEXT_FRONT_END = {"fs": 32000, "n_fft": 1024, "win_length_s": 0.032, "hop_length_s": 0.01, "n_mels": 224,
+                      "fmin": 50, "fmax": 14000}
+CONVNEXT_FEATS_HINT = "egs/clotho/conf/feats_convnext.yaml for the published ConvNeXt checkpoints"
 #: the fewest input frames for one output frame: (24 // 4 + 2) // 8 = 1; shorter batches are padded
 MIN_FRAMES = 24
 
@@ -252,6 +258,15 @@ class ConvNeXtEncoder(nn.Module):
         return v, x * valid.to(x.dtype), cnn
 
 
+def is_conette_rename(error: CheckpointMismatchError) -> bool:
+    """Whether a mismatch is exactly CoNeTTE's rename of the layer scales: every missing key is
+    a block's ``gamma`` and every unexpected one the same key with ``scale_layer`` instead (its
+    ``ConvNeXtBlock`` renames ``gamma`` when it loads the published checkpoint, so a state dict
+    it saves has the new name), nothing mis-shaped."""
+    return bool(error.missing) and not error.mis_shaped and all(k.endswith(".gamma") for k in error.missing) \
+        and sorted(error.unexpected) == sorted(k[: -len("gamma")] + "scale_layer" for k in error.missing)
+
+
 def load_pretrained(encoder: ConvNeXtEncoder, path: str, feats_config: Mapping[str, Any]) -> None:
     """Load an audio ConvNeXt checkpoint (the authors' layout: ``{"model": state_dict, ...}``,
     the ``"model"`` entry the DCASE 2024 baseline reads) strictly.
@@ -270,10 +285,21 @@ def load_pretrained(encoder: ConvNeXtEncoder, path: str, feats_config: Mapping[s
 
     Raises:
         FileNotFoundError: no such file (the message names :data:`CHECKPOINT_SOURCE`).
-        CheckpointMismatchError: (a ValueError) missing, unexpected or mis-shaped keys, all listed.
+        CheckpointMismatchError: (a ValueError) missing, unexpected or mis-shaped keys, all listed;
+            when they are exactly CoNeTTE's rename of ``gamma`` to ``scale_layer``
+            (:func:`is_conette_rename`), one line saying so and how to rename them back.
         FrontEndMismatchError: (a ValueError) the checkpoint's mel matrix or STFT kernels
             differ from the features config's, naming the file.
         ValueError: an unreadable or unsafe file, not a state dict, or no ``fs`` in the config.
     """
-    load_with_front_end(encoder, path, feats_config, CHECKPOINT_SOURCE,
-                        "egs/clotho/conf/feats_convnext.yaml for the published ConvNeXt checkpoints")
+    try:
+        load_with_front_end(encoder, path, feats_config, CHECKPOINT_SOURCE, CONVNEXT_FEATS_HINT, CONVNEXT_FRONT_END)
+    except CheckpointMismatchError as e:
+        if is_conette_rename(e):
+            raise e.reworded(
+                f"{path}: the checkpoint does not match ConvNeXtEncoder (nothing was loaded): it looks like a CoNeTTE "
+                f"re-save, whose ConvNeXtBlock renames the published layer scales <block>.gamma to "
+                f"<block>.scale_layer ({len(e.unexpected)} keys, {e.unexpected[0]} ...): rename every "
+                f"'stages.<i>.<j>.scale_layer' key back to 'stages.<i>.<j>.gamma' (e.g. {{k.replace('.scale_layer', "
+                f"'.gamma'): v for k, v in state.items()}}) and save the file again") from None
+        raise

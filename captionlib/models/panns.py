@@ -58,6 +58,11 @@ STFT_TOLERANCE = 1e-5  # max |difference| of the STFT kernels (values <= 1, floa
 #: where users get the published checkpoints (named when one is missing: nothing is downloaded)
 CHECKPOINT_SOURCE = ("Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth of Zenodo record 3987831, "
                      "https://zenodo.org/record/3987831")
+#: the front end the published checkpoints were trained with: the keys of
+#: ``egs/clotho/conf/feats_panns.yaml`` that fix it (tests/captionlib/models/test_panns.py compares them)
+PANNS_FRONT_END = {"fs": 32000, "n_fft": 1024, "win_length_s": 0.032, "hop_length_s": 0.01, "n_mels": 64,
+                   "fmin": 50, "fmax": 14000}
+PANNS_FEATS_HINT = "egs/clotho/conf/feats_panns.yaml for the published PANNs checkpoints"
 
 
 class FrontEndMismatchError(ValueError):
@@ -299,12 +304,60 @@ def load_pretrained(encoder: PANNsEncoder, path: str, feats_config: Mapping[str,
             differ from the features config's, naming the file.
         ValueError: an unreadable or unsafe file, not a state dict, or no ``fs`` in the config.
     """
-    load_with_front_end(encoder, path, feats_config, CHECKPOINT_SOURCE,
-                        "egs/clotho/conf/feats_panns.yaml for the published PANNs checkpoints")
+    load_with_front_end(encoder, path, feats_config, CHECKPOINT_SOURCE, PANNS_FEATS_HINT, PANNS_FRONT_END)
+
+
+def _front_end_values(feats_config: Mapping[str, Any]) -> Dict[str, Any]:
+    """The front-end options of a features config (``fs`` and :data:`_FRONT_END_OPTIONS`),
+    :class:`~captionlib.audio.features.LogMel`'s defaults for those it leaves out."""
+    from captionlib.audio.features import LogMel  # as in front_end_tensors: no audio library at import
+
+    extractor = LogMel(**{k: feats_config[k] for k in _FRONT_END_OPTIONS if k in feats_config})
+    return {"fs": feats_config.get("fs"), **{k: getattr(extractor, k) for k in _FRONT_END_OPTIONS}}
+
+
+def _same_front_end(state: Mapping[str, torch.Tensor], reference: Mapping[str, Any]) -> bool:
+    """Whether the front-end tensors of ``state`` are those of the features config ``reference``."""
+    expected = front_end_tensors(reference)
+    for k in FRONT_END_KEYS:
+        if tuple(state[k].shape) != tuple(expected[k].shape):
+            return False
+        if not float((state[k].double() - expected[k].double()).abs().max()) <= (
+                MEL_TOLERANCE if k == MEL_KEY else STFT_TOLERANCE):
+            return False
+    return True
+
+
+def config_disagreement(path: str, state: Mapping[str, torch.Tensor], feats_config: Mapping[str, Any],
+                        reference: Mapping[str, Any], feats_hint: str) -> str:
+    """The one-line message saying that the features config, not the checkpoint ``path``,
+    is wrong: the front end stored in ``state`` differs from ``feats_config``'s. When that
+    front end is the one of ``reference`` (the published checkpoints' config, ``feats_hint``),
+    the options that differ from it are listed; otherwise the ``n_fft`` and ``n_mels`` that
+    the stored mel matrix's shape gives."""
+    ours = _front_end_values(feats_config)
+    if all(k in state for k in FRONT_END_KEYS) and _same_front_end(state, reference):
+        theirs = _front_end_values(reference)
+        fix = f"the checkpoint's front end is the one of {feats_hint}: dump the features with that config"
+    else:
+        bins, mels = state[MEL_KEY].shape if MEL_KEY in state and state[MEL_KEY].dim() == 2 else (None, None)
+        theirs = {**ours, "n_fft": 2 * (bins - 1) if bins else None, "n_mels": mels}
+        fix = (f"the checkpoint's {MEL_KEY} is {tuple(state[MEL_KEY].shape) if MEL_KEY in state else 'absent'}: "
+               f"dump the features with the front end it was trained with ({feats_hint})")
+    diffs = [f"{k} {ours[k]!r} (checkpoint: {theirs[k]!r})" for k in ours if ours[k] != theirs[k]]
+    return (f"{path}: the features config and the checkpoint disagree (the checkpoint itself is fine; nothing was "
+            f"loaded): the features config has {', '.join(diffs) or 'another front end'}; {fix}")
+
+
+def _front_end_shapes_only(e: CheckpointMismatchError) -> bool:
+    """Whether the mismatch ``e`` is only of the shapes that the features config fixes: the
+    front-end keys and ``bn0`` (one statistic per mel bin)."""
+    return bool(not e.missing and not e.unexpected and any(k in FRONT_END_KEYS for k, _, _ in e.mis_shaped)
+                and all(k in FRONT_END_KEYS or k.startswith("bn0.") for k, _, _ in e.mis_shaped))
 
 
 def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str, Any], source: str,
-                        feats_hint: str) -> None:
+                        feats_hint: str, reference: Mapping[str, Any]) -> None:
     """Strict loading of a checkpoint that holds torchlibrosa's front end (:data:`FRONT_END_KEYS`)
     beside the encoder's keys: :func:`load_pretrained`'s checks and errors for any such
     encoder (PANNs here, the audio ConvNeXt of :mod:`captionlib.models.convnext`).
@@ -315,10 +368,14 @@ def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str
         feats_config: the features config of the encoder's input (``fs`` required).
         source: where users download the published checkpoints, named when ``path`` is missing.
         feats_hint: the features config to use instead, named when the front end differs.
+        reference: that config's front-end options (e.g. :data:`PANNS_FRONT_END`), to tell
+            which options of ``feats_config`` differ.
 
     Raises:
         FileNotFoundError, CheckpointMismatchError, FrontEndMismatchError, ValueError: as
-            :func:`load_pretrained`.
+            :func:`load_pretrained`. When only the shapes the features config fixes differ
+            (the front end, ``bn0``'s mel bins), the CheckpointMismatchError says that the
+            config and the checkpoint disagree (:func:`config_disagreement`).
     """
     require_checkpoint(path, source)
     state = read_state_dict(path)
@@ -337,10 +394,14 @@ def load_with_front_end(encoder: nn.Module, path: str, feats_config: Mapping[str
                               f"encoder_conf.classes_num: {n} in an XE config, classes_num: {n} in a feats_type "
                               "pretrained features config (caption_pretrain_tagging: the lines of its classes.txt)"
                               ) from None
+        if _front_end_shapes_only(e):
+            raise e.reworded(config_disagreement(path, state, feats_config, reference, feats_hint)) from None
         raise
     diff = {k: float((state[k].double() - expected[k].double()).abs().max()) for k in FRONT_END_KEYS}
     bad = {k: d for k, d in diff.items() if not d <= (MEL_TOLERANCE if k == MEL_KEY else STFT_TOLERANCE)}  # NaN too
     if bad:
+        if _same_front_end(state, reference):
+            raise FrontEndMismatchError(config_disagreement(path, state, feats_config, reference, feats_hint))
         conf = ", ".join(f"{k}: {feats_config[k]}" for k in ("fs",) + _FRONT_END_OPTIONS if k in feats_config)
         raise FrontEndMismatchError(
             f"{path}: the checkpoint's front end differs from the features config ({conf}): max |difference| "

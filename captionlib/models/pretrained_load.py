@@ -50,6 +50,12 @@ class CheckpointMismatchError(ValueError):
         self.args = (f"{self.args[0]}; {hint}",)
         return self
 
+    def reworded(self, message: str) -> "CheckpointMismatchError":
+        """The error with ``message`` in place of its own (the keys stay in its attributes), for
+        a mismatch whose cause is known, e.g. a features config that is not the checkpoint's."""
+        self.args = (message,)
+        return self
+
 
 def read_state_dict(path: str, map_location: str = "cpu") -> Dict[str, torch.Tensor]:
     """The state dict of a checkpoint file: its ``"model"`` entry when it has one (the layout

@@ -12,8 +12,9 @@ The step interface is the one of :mod:`captionlib.models.decoders`, so greedy an
 search, sampling, word-level ensembles and the RL objectives run unchanged.
 """
 
+import inspect
 import math
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -26,20 +27,50 @@ ACTIVATIONS = ("gelu", "relu")
 POSITIONALS = ("sinusoidal", "learned")
 
 
-def check_sizes(num_layers: int, d_model: int, nhead: int, activation: str, prefix: str = "") -> None:
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_fraction(value: Any, name: str) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a number in [0, 1] (a dropout rate)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+def check_sizes(num_layers: int, d_model: int, nhead: int, activation: str, prefix: str = "",
+                dim_feedforward: int = 1, dropout: float = 0.0) -> None:
     """Check a Transformer stack's options (``prefix`` names them in messages, e.g.
-    ``encoder_conf.transformer.``).
+    ``decoder_conf.`` or ``encoder_conf.transformer.``).
 
     Raises:
-        ValueError: ``num_layers < 1``, ``d_model`` not divisible by ``nhead``, or an
-            ``activation`` not in :data:`ACTIVATIONS`.
+        ValueError: one line naming the option: ``num_layers``, ``d_model``, ``nhead`` or
+            ``dim_feedforward`` not a positive integer, ``d_model`` not divisible by ``nhead``,
+            ``dropout`` outside [0, 1], or an ``activation`` not in :data:`ACTIVATIONS`.
     """
-    if num_layers < 1:
-        raise ValueError(f"{prefix}num_layers must be >= 1, got {num_layers}")
+    for name, value in (("num_layers", num_layers), ("d_model", d_model), ("nhead", nhead),
+                        ("dim_feedforward", dim_feedforward)):
+        if not _positive_int(value):
+            raise ValueError(f"{prefix}{name} must be a positive integer, got {value!r}")
     if d_model % nhead:
-        raise ValueError(f"{prefix}d_model ({d_model}) must be divisible by nhead ({nhead})")
+        raise ValueError(f"{prefix}d_model ({d_model}) must be divisible by nhead ({nhead}): each of the "
+                         "nhead heads attends over d_model / nhead dimensions")
+    _check_fraction(dropout, f"{prefix}dropout")
     if activation not in ACTIVATIONS:
         raise ValueError(f"{prefix}activation must be one of {ACTIVATIONS}, got {activation!r}")
+
+
+def check_conf(cls: type, conf: Mapping[str, Any], prefix: str) -> None:
+    """Check the values of a config of :class:`TransformerDecoder` (``decoder_conf``) or
+    :class:`TransformerEncoderStack` (``encoder_conf.transformer``) before anything is built
+    (``caption_train --check_only``): those of ``conf``, the defaults of ``cls`` for the others.
+
+    Raises:
+        ValueError: as :func:`check_sizes` (and, for the decoder, ``positional``, ``max_len``,
+            ``attention_dropout``), naming ``prefix`` + the key.
+    """
+    values = {n: p.default for n, p in inspect.signature(cls).parameters.items() if p.default is not p.empty}
+    values.update(conf)
+    cls.check_values(values, prefix)
 
 
 def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -307,11 +338,9 @@ class TransformerDecoder(nn.Module):
         tie_embeddings: bool = False,
     ):
         super().__init__()
-        check_sizes(num_layers, d_model, nhead, activation)
-        if positional not in POSITIONALS:
-            raise ValueError(f"positional must be one of {POSITIONALS}, got {positional!r}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        self.check_values(dict(num_layers=num_layers, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
+                               dropout=dropout, attention_dropout=attention_dropout, activation=activation,
+                               positional=positional, max_len=max_len))
         self.vocab_size = vocab_size
         self.d_model = self.hidden_size = d_model  # hidden_size: of step_hidden()
         self.max_len = max_len
@@ -332,6 +361,23 @@ class TransformerDecoder(nn.Module):
         self.output = nn.Linear(d_model, vocab_size)
         if tie_embeddings:
             self.output.weight = self.embed.weight
+
+    @staticmethod
+    def check_values(conf: Mapping[str, Any], prefix: str = "decoder_conf.") -> None:
+        """Check the decoder's sizes and choices (``conf``: keyword arguments of the decoder).
+
+        Raises:
+            ValueError: as :func:`check_sizes`, an ``attention_dropout`` outside [0, 1], a
+                ``positional`` not in :data:`POSITIONALS`, a ``max_len`` that is no positive
+                integer; naming ``prefix`` + the key.
+        """
+        check_sizes(conf["num_layers"], conf["d_model"], conf["nhead"], conf["activation"], prefix,
+                    conf["dim_feedforward"], conf["dropout"])
+        _check_fraction(conf["attention_dropout"], f"{prefix}attention_dropout")
+        if conf["positional"] not in POSITIONALS:
+            raise ValueError(f"{prefix}positional must be one of {POSITIONALS}, got {conf['positional']!r}")
+        if not _positive_int(conf["max_len"]):
+            raise ValueError(f"{prefix}max_len must be a positive integer, got {conf['max_len']!r}")
 
     def _embed(self, tokens: torch.Tensor, start: int) -> torch.Tensor:
         """Input embeddings (batch, T, d_model) of ``tokens`` (batch, T) at positions start.."""
@@ -456,7 +502,8 @@ class TransformerEncoderStack(nn.Module):
                  dim_feedforward: int = 1024, dropout: float = 0.1, activation: str = "gelu",
                  norm_first: bool = False):
         super().__init__()
-        check_sizes(num_layers, d_model, nhead, activation, "encoder_conf.transformer.")
+        self.check_values(dict(num_layers=num_layers, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
+                               dropout=dropout, activation=activation))
         self.d_model = self.output_size = d_model
         self.proj = nn.Linear(input_size, d_model) if input_size != d_model else nn.Identity()
         self.dropout = Dropout(dropout)
@@ -468,6 +515,16 @@ class TransformerEncoderStack(nn.Module):
             layer.self_attn.dropout = 0.0
             self.layers.append(layer)
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    @staticmethod
+    def check_values(conf: Mapping[str, Any], prefix: str = "encoder_conf.transformer.") -> None:
+        """Check the stack's sizes and choices (``conf``: its keyword arguments).
+
+        Raises:
+            ValueError: as :func:`check_sizes`, naming ``prefix`` + the key.
+        """
+        check_sizes(conf["num_layers"], conf["d_model"], conf["nhead"], conf["activation"], prefix,
+                    conf["dim_feedforward"], conf["dropout"])
 
     def forward(self, frames: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Args: frames (batch, frames', input_size), lengths (batch,) valid frames (>= 1).

@@ -43,7 +43,7 @@ from captionlib.audio.io import load_audio
 from captionlib.io.datadir import PathLike, write_lines_atomic
 from captionlib.soundscapes.corpus import NUM_CAPTIONS, SPLITS, copy_notices
 from captionlib.soundscapes.library import EventFile, load_event_library, split_recordings
-from captionlib.soundscapes.mixer import SoundscapeConfig, render, sample_soundscape
+from captionlib.soundscapes.mixer import SoundscapeConfig, check_sample_rate, render, sample_soundscape
 
 #: Clips per split of Clotho v2.1 (Zenodo record 4783391).
 CLOTHO_V21_CLIPS: Dict[str, int] = {"development": 3839, "validation": 1045, "evaluation": 1045}
@@ -92,14 +92,14 @@ class ClothoSizedOptions:
 
     def check(self) -> None:
         """Raises ValueError: a scale outside (0, 1], an empty or negative duration range, a
-        non-positive sample rate."""
+        sample rate that is not an integer above twice the mixer's highest low-pass cut-off
+        (:func:`~captionlib.soundscapes.mixer.check_sample_rate`: 6000 Hz), naming the option."""
         if not 0.0 < self.scale <= 1.0:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if not 0.0 < self.min_duration_s <= self.max_duration_s:
             raise ValueError(f"need 0 < min_duration_s <= max_duration_s, got {self.min_duration_s}, "
                              f"{self.max_duration_s}")
-        if self.sample_rate <= 0:
-            raise ValueError(f"sample_rate must be positive, got {self.sample_rate}")
+        check_sample_rate(self.sample_rate)
 
 
 def split_sizes(scale: float) -> Dict[str, int]:

@@ -65,12 +65,32 @@ class SoundscapeConfig:
     background_slope: Tuple[float, float] = (1.0, 2.0)
 
 
+def check_sample_rate(sample_rate: object, lowpass_hz: Tuple[float, float] = SoundscapeConfig.distant_lowpass_hz,
+                      option: str = "--sample_rate") -> None:
+    """Check, before any clip is mixed, that the low-pass of distant events (cut-offs in
+    ``lowpass_hz``, a Butterworth filter) can run at ``sample_rate``: every cut-off must lie
+    in (0, sample_rate / 2).
+
+    Raises:
+        ValueError: one line naming ``option`` (or ``distant_lowpass_hz``) and the valid range.
+    """
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate <= 0:
+        raise ValueError(f"{option} must be a positive integer (Hz), got {sample_rate!r}")
+    low, high = lowpass_hz
+    if not 0.0 < low <= high:
+        raise ValueError(f"--mixer_conf: distant_lowpass_hz must be (min, max) with 0 < min <= max, got {lowpass_hz}")
+    if high >= sample_rate / 2.0:
+        raise ValueError(f"{option} must be above {2 * high:g} Hz, got {sample_rate}: the low-pass of distant events "
+                         f"(distant_lowpass_hz {low:g}-{high:g} Hz) needs cut-offs below half the sample rate")
+
+
 def mixer_config(overrides: Dict[str, object], **fields) -> SoundscapeConfig:
     """A :class:`SoundscapeConfig` from YAML-style overrides (lists become tuples).
 
     Raises:
-        ValueError: an unknown field, or a value whose type differs from the default's
-            (numbers: int or float; sequences: list or tuple).
+        ValueError: an unknown field, a value whose type differs from the default's
+            (numbers: int or float; sequences: list or tuple), or a sample rate too low for
+            the low-pass of distant events (:func:`check_sample_rate`).
     """
     defaults = asdict(SoundscapeConfig())
     conf = {**fields, **overrides}
@@ -85,7 +105,9 @@ def mixer_config(overrides: Dict[str, object], **fields) -> SoundscapeConfig:
     def tuples(v):
         return tuple(tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
 
-    return SoundscapeConfig(**{k: tuples(v) for k, v in conf.items()})
+    config = SoundscapeConfig(**{k: tuples(v) for k, v in conf.items()})
+    check_sample_rate(config.sample_rate, config.distant_lowpass_hz)
+    return config
 
 
 @dataclass

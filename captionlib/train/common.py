@@ -26,7 +26,7 @@ from captionlib.train.options import BATCH_TYPES, TrainOptions
 from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
 from captionlib.utils.distributed import rank_and_world, shard_batches
-from captionlib.utils.fileio import atomic_write_text, read_yaml_mapping
+from captionlib.utils.fileio import atomic_write_text, load_numeric_arrays, read_yaml_mapping
 from captionlib.utils.memory import limit_heap_growth
 from captionlib.utils.provenance import changes, keep_previous
 
@@ -202,16 +202,22 @@ def clip_validation(
 
 
 def load_feats_stats(path: str) -> Dict[str, np.ndarray]:
-    """Read ``feats_stats.npz`` (keys mean, std of shape (n_mels,)).
+    """Read ``feats_stats.npz`` (keys mean, std of shape (n_mels,)), with
+    :func:`~captionlib.utils.fileio.load_numeric_arrays` (no pickle is ever loaded).
 
     Raises:
         FileNotFoundError: no such file (naming stage 4, which writes it).
-        ValueError: keys missing.
+        ValueError: naming the file and ``--feats_stats``: not an ``.npz`` of numeric arrays
+            (an object array is refused: loading it would unpickle), or keys missing.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: feature statistics not found (recipe stage 4 writes them: "
                                 "caption_compute_stats)")
-    stats = np.load(path)
+    fix = "recompute it with caption_compute_stats (recipe stage 4)"
+    stats = load_numeric_arrays(path, "--feats_stats (feature statistics)", fix)
+    if not isinstance(stats, dict):
+        raise ValueError(f"{path}: --feats_stats must be an .npz archive of arrays mean and std, got a single "
+                         f".npy array: {fix}")
     for k in ("mean", "std"):
         if k not in stats:
             raise ValueError(f"{path}: no {k!r} array (written by caption_compute_stats?)")

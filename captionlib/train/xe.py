@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-import numpy as np
 import torch
 
 from captionlib.data.datasets import (
@@ -35,7 +34,7 @@ from captionlib.train.options import XEOptions
 from captionlib.train.trainer import set_seed
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
-from captionlib.utils.fileio import load_checkpoint, read_yaml_mapping
+from captionlib.utils.fileio import load_checkpoint, load_numeric_arrays, read_yaml_mapping
 
 
 #: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
@@ -153,9 +152,17 @@ def load_embedding(model, path: str, freeze: bool = False) -> None:
     """Copy pre-trained word vectors (vocab_size, embed_size) into the decoder embedding.
 
     Raises:
-        ValueError: if the array's shape differs from the embedding's.
+        FileNotFoundError: no such file.
+        ValueError: naming the file and ``--init_embedding``: not an ``.npy`` array of numbers
+            (an object array is refused: loading it would unpickle), or its shape differs
+            from the embedding's.
     """
-    vectors = np.load(path)
+    fix = ("save the vectors as a float array (np.save(path, vectors.astype(np.float32)), as "
+           "caption_train_word2vec does)")
+    vectors = load_numeric_arrays(path, "--init_embedding (word vectors)", fix)
+    if isinstance(vectors, dict):
+        raise ValueError(f"{path}: --init_embedding must be one .npy array (vocab_size, embed_size), got an .npz "
+                         f"archive of {', '.join(sorted(vectors))}: {fix}")
     weight = model.decoder.embed.weight
     if tuple(vectors.shape) != tuple(weight.shape):
         raise ValueError(f"{path}: word vectors of shape {vectors.shape}, the decoder embedding is {tuple(weight.shape)}")

@@ -22,6 +22,8 @@ import pickle
 import re
 import socket
 import tempfile
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -162,6 +164,48 @@ def atomic_save(obj: Any, path: PathLike) -> None:
         torch.save(obj, f)
 
 
+#: what np.load / NpzFile raise for a truncated, corrupt or foreign file
+_NPY_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
+_NUMERIC_KINDS = "biufc"  # bool, signed and unsigned integers, floats, complex numbers
+
+
+def load_numeric_arrays(path: PathLike, what: str, fix: str) -> Union[np.ndarray, Dict[str, np.ndarray]]:
+    """An ``.npy`` array, or every array of an ``.npz`` archive (by name), read with
+    ``np.load(allow_pickle=False)`` and checked to hold numbers (bool, int, float, complex).
+
+    Args:
+        path: the file (named in every message).
+        what: what the file is given as, e.g. ``"--feats_stats (feature statistics)"``.
+        fix: how to write a good one, ending the messages (e.g. ``"recompute it with ..."``).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: one line naming ``path`` and ``what``: an object array or a pickle (refused:
+            loading it would unpickle, and a pickle can run code), an array of another
+            non-numeric dtype (strings, records, dates), or a file numpy cannot read.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file ({what})")
+    plain = f"{what} must hold plain numeric arrays (np.save / np.savez of numbers)"
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                arrays = {k: loaded[k] for k in loaded.files}
+        else:
+            arrays = {"": loaded}
+    except _NPY_ERRORS as e:
+        if "allow_pickle=False" in str(e):  # numpy's refusal of an object array or of a pickled file
+            raise ValueError(f"{path}: {plain}; it holds an object array or a pickle, refused because loading "
+                             f"it would unpickle (and unpickling can run code): {fix}") from None
+        raise ValueError(f"{path}: cannot read {what} ({type(e).__name__}: {e}): {fix}") from None
+    for name, arr in arrays.items():
+        if arr.dtype.kind not in _NUMERIC_KINDS:
+            shown = f"array {name!r}" if name else "the array"
+            raise ValueError(f"{path}: {plain}; {shown} has dtype {arr.dtype}: {fix}")
+    return arrays[""] if "" in arrays and len(arrays) == 1 else arrays
+
+
 def numpy_safe_globals() -> List[Any]:
     """The pickle globals that rebuild numpy arrays and scalars of numbers, for
     ``torch.serialization.safe_globals``, and nothing else.
@@ -200,12 +244,75 @@ def _unpickler_globals() -> Dict[str, Any]:
     return names
 
 
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A global that :class:`_NumpyUnpickler` does not allow."""
+
+
 class _NumpyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         obj = _unpickler_globals().get(f"{module}.{name}")
         if obj is None:
-            raise pickle.UnpicklingError(f"refused global {module}.{name}: only numpy arrays and numbers are read")
+            raise _RefusedGlobal(f"refused global {module}.{name}: only numpy arrays and numbers are read")
         return obj
+
+
+class _Inert:
+    """What :class:`_GlobalsScanner` hands the pickle for every global it names: calling,
+    building or filling it does nothing (so scanning runs no code of the pickle)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "_Inert":
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Inert":
+        return _Inert()
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def append(self, item: Any) -> None:
+        pass
+
+    def extend(self, items: Any) -> None:
+        pass
+
+
+class _GlobalsScanner(pickle.Unpickler):
+    """Reads a pickle of any protocol only to record the globals it names (each replaced by
+    :class:`_Inert`; persistent ids, e.g. torch's storages, by ``None``)."""
+
+    def __init__(self, file: BinaryIO):
+        super().__init__(file)
+        self.names: List[str] = []
+
+    def find_class(self, module: str, name: str) -> Any:
+        self.names.append(f"{module}.{name}")
+        return _Inert
+
+    def persistent_load(self, pid: Any) -> None:
+        return None
+
+
+def _pickle_globals(data: bytes) -> List[str]:
+    """The globals (classes, functions) named by the pickles of ``data`` (several one after
+    the other, as torch's legacy format writes them), in order, each once; nothing of the
+    pickle is run. A malformed pickle gives the names read up to the damage."""
+    names: List[str] = []
+    stream = io.BytesIO(data)
+    while stream.tell() < len(data):
+        scanner = _GlobalsScanner(stream)
+        try:
+            scanner.load()
+        except Exception:  # damaged, or a value our stand-in cannot fill: keep what was read
+            names += scanner.names
+            break
+        names += scanner.names
+    return list(dict.fromkeys(names))
 
 
 def safe_unpickle(data: bytes) -> Any:
@@ -214,24 +321,77 @@ def safe_unpickle(data: bytes) -> Any:
     names is refused (the restricted ``Unpickler.find_class`` of the ``pickle`` docs).
 
     Raises:
-        pickle.UnpicklingError: the pickle names another global (the message names it), or is
-            malformed; EOFError, ValueError: a truncated or unreadable pickle.
+        pickle.UnpicklingError: the pickle names other globals (the message lists every one of
+            them, and only them), or is malformed; EOFError, ValueError: a truncated or
+            unreadable pickle.
     """
-    return _NumpyUnpickler(io.BytesIO(data)).load()
+    try:
+        return _NumpyUnpickler(io.BytesIO(data)).load()
+    except _RefusedGlobal as e:
+        refused = [n for n in _pickle_globals(data) if n not in _unpickler_globals()] or [str(e).split()[2][:-1]]
+        raise pickle.UnpicklingError(
+            f"refused global{'s' if len(refused) > 1 else ''} {', '.join(refused)}: only numpy arrays and numbers "
+            "are read (unpickling other classes or functions could run code)") from None
 
 
-def _refused_globals(source: Union[PathLike, BinaryIO], message: str) -> List[str]:
-    """The globals a torch file needs beyond ``weights_only``'s allow-list (read from its
-    pickle without running it), else the one named in torch's error ``message``."""
+def _numpy_global_names() -> List[str]:
+    """The names (``module.qualname``) of :func:`numpy_safe_globals`."""
+    return [g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}" for g in numpy_safe_globals()]
+
+
+def _torch_allowed_globals() -> set:
+    """The globals ``torch.load(weights_only=True)`` allows (torch's own, and any added with
+    ``add_safe_globals``), by name; empty with a torch that does not expose them."""
     import torch
 
+    unpickler = getattr(torch, "_weights_only_unpickler", None)
+    names = set()
+    for getter in ("_get_allowed_globals", "_get_user_allowed_globals"):
+        try:
+            names |= set(getattr(unpickler, getter)())
+        except Exception:  # another torch version: the caller falls back on torch's message
+            pass
+    return names
+
+
+def _pickle_bytes(source: Union[Path, BinaryIO]) -> bytes:
+    """The pickle of a torch file: the ``data.pkl`` member of the zip format, else the whole
+    file (the legacy format, or a plain pickle)."""
+    if isinstance(source, Path):
+        data = source.read_bytes()
+    else:
+        source.seek(0)
+        data = source.read()
+    if data[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                member = next((n for n in z.namelist() if n.rsplit("/", 1)[-1] == "data.pkl"), None)
+                return z.read(member) if member is not None else b""
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error):
+            return b""
+    return data
+
+
+def _refused_globals(source: Union[Path, BinaryIO], message: str, numpy_values: bool = False) -> List[str]:
+    """The globals of a torch file that ``torch.load(weights_only=True)`` refused (read from its
+    pickle without running it), without those :func:`numpy_safe_globals` let through when
+    ``numpy_values``; else the one named in torch's error ``message``.
+
+    torch's own scan (``get_unsafe_globals_in_checkpoint``) reads the zip format of pickle
+    protocol 2 only; other files (the legacy format, a plain pickle, a pickle of protocol 4 or 5,
+    which ``weights_only`` cannot read at all) are scanned with :func:`_pickle_globals`."""
+    import torch
+
+    allowed = set(_numpy_global_names()) if numpy_values else set()
     try:
         if not isinstance(source, (str, Path)):
             source.seek(0)
         names = torch.serialization.get_unsafe_globals_in_checkpoint(source)
-    except Exception:  # a legacy (non-zip) torch file, or unreadable: fall back on the message
-        names = []
-    return sorted(names) or re.findall(r"GLOBAL ([\w.]+)", message)[:1]
+    except Exception:  # not torch's zip format of protocol 2: scan the pickle ourselves
+        torch_allowed = _torch_allowed_globals()
+        names = [n for n in _pickle_globals(_pickle_bytes(source)) if n not in torch_allowed] if torch_allowed else []
+    refused = sorted(n for n in names if n not in allowed)
+    return refused or [n for n in re.findall(r"GLOBAL ([\w.]+)", message)[:1] if n not in allowed]
 
 
 def _reason(error: Exception) -> str:
@@ -240,7 +400,11 @@ def _reason(error: Exception) -> str:
     text = str(error)
     if "WeightsUnpickler error:" in text:
         text = text.split("WeightsUnpickler error:", 1)[1]
-    return " ".join(text.split("Check the documentation of torch.load")[0].split())
+    text = " ".join(text.split("Check the documentation of torch.load")[0].split())
+    if text.startswith("Unsupported operand"):  # e.g. FRAME (149), of pickle protocol 4 and 5
+        text += (" of a pickle protocol that weights_only loading cannot read: save it again with torch.save's "
+                 "default pickle_protocol")
+    return text
 
 
 def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[bytes] = None,
@@ -263,7 +427,8 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
     Raises:
         FileNotFoundError: no such file.
         UnsafeFileError: (a ValueError) the file holds other types, naming the file, the types
-            refused and the converter command (the ``latest.pth`` of older captionlib versions
+            refused (only those: not numpy's let through by ``numpy_values``; any pickle
+            protocol, torch's zip or legacy format) and the converter command (the ``latest.pth`` of older captionlib versions
             holds numpy's RNG state and is converted once with ``caption_convert_model``).
         ValueError: the file is truncated or not a torch file (or one weights_only cannot
             read for another reason), naming the path.
@@ -279,7 +444,7 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
         with allow(numpy_safe_globals()) if allow is not None else contextlib.nullcontext():
             return torch.load(source, map_location=map_location, weights_only=True)
     except Exception as e:  # zip/pickle errors of a truncated or foreign file, or a refused global
-        refused = _refused_globals(source, str(e)) if isinstance(e, pickle.UnpicklingError) else []
+        refused = _refused_globals(source, str(e), numpy_values) if isinstance(e, pickle.UnpicklingError) else []
         if refused:
             raise UnsafeFileError(
                 f"{name}: refused to load: it holds other things than tensors and plain Python values "

@@ -88,7 +88,33 @@ def test_pretrained_checkpoint_of_another_front_end_fails_naming_it(tmp_path, wa
                                  "--pretrained", str(ckpt), "--wav_scp", str(wav_scp),
                                  "--out_prefix", str(tmp_path / "feats.1")])
     err = capsys.readouterr().err
-    assert e.value.code == 1 and f"{ckpt}: the checkpoint does not match ConvNeXtEncoder (nothing was loaded)" in err
+    assert e.value.code == 1 and (f"{ckpt}: the features config and the checkpoint disagree (the checkpoint itself is "
+                                  "fine; nothing was loaded): the features config has n_mels 64 (checkpoint: 224); "
+                                  "the checkpoint's front end is the one of egs/clotho/conf/feats_convnext.yaml") in err
+    assert not list(tmp_path.glob("feats.1*"))
+
+
+def test_a_good_checkpoint_with_a_features_config_not_its_own_blames_the_config(tmp_path, wav_scp, capsys):
+    """A PANNs checkpoint is fine; the seed system's log-mel config at 32 kHz is not its front end:
+    exit 1, one line saying the config and the checkpoint disagree, which options differ, and the
+    config the checkpoint expects; nothing is written."""
+    from captionlib.models.panns import Cnn10Encoder, front_end_tensors
+
+    panns = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml").read_text())
+    ckpt = tmp_path / "Cnn10_mAP=0.380.pth"
+    torch.save({"model": dict(Cnn10Encoder().state_dict(), **front_end_tensors(panns)), "iteration": 1}, ckpt)
+    with pytest.raises(SystemExit) as e:
+        caption_dump_feats.main(["--config", str(CONF), "--fs", "32000", "--feats_type", "pretrained", "--encoder",
+                                 "cnn10", "--pretrained", str(ckpt), "--wav_scp", str(wav_scp),
+                                 "--out_prefix", str(tmp_path / "feats.1")])
+    err = capsys.readouterr().err
+    line = next(t for t in err.splitlines() if "ERROR" in t)
+    assert e.value.code == 1 and "Traceback" not in err
+    assert f"{ckpt}: the features config and the checkpoint disagree (the checkpoint itself is fine" in line, line
+    assert "n_fft 2048 (checkpoint: 1024)" in line and "fmin 0.0 (checkpoint: 50)" in line, line
+    assert line.endswith("the checkpoint's front end is the one of egs/clotho/conf/feats_panns.yaml for the "
+                         "published PANNs checkpoints: dump the features with that config"), line
+    assert "mis-shaped" not in line
     assert not list(tmp_path.glob("feats.1*"))
 
 

@@ -250,3 +250,27 @@ def test_training_mode_drop_path_and_unused_head():
     assert torch.equal(drop.eval()(torch.ones(4, 3)), torch.ones(4, 3))
     with pytest.raises(ValueError, match="n_mels >= 32"):
         ConvNeXtEncoder(n_mels=16)
+
+
+def test_a_conette_resave_is_named_with_the_rename_to_undo(tmp_path):
+    """CoNeTTE's ConvNeXtBlock renames the published layer scales ``gamma`` to ``scale_layer``
+    when it loads them, so a state dict it saves again has the new names: one line says so and
+    how to rename them back; loading stays strict (nothing loaded)."""
+    state = _authors_checkpoint(tmp_path / "ok.pth")
+    resaved = {k[: -len("gamma")] + "scale_layer" if k.endswith(".gamma") else k: v for k, v in state.items()}
+    err = _fails(tmp_path / "conette.pth", resaved)
+    msg = str(err)
+    assert len(err.missing) == len(err.unexpected) == sum(DEPTHS) and "\n" not in msg
+    assert msg.startswith(f"{tmp_path / 'conette.pth'}: the checkpoint does not match ConvNeXtEncoder (nothing was "
+                          "loaded): it looks like a CoNeTTE re-save"), msg
+    assert "<block>.gamma to <block>.scale_layer (18 keys, stages.0.0.scale_layer ...)" in msg, msg
+    assert "rename every 'stages.<i>.<j>.scale_layer' key back to 'stages.<i>.<j>.gamma'" in msg, msg
+    assert "stages.2.5.gamma" not in msg  # not the 36 keys
+    # renamed back, it loads
+    load_pretrained(ConvNeXtEncoder(), str(tmp_path / "ok.pth"), FEATS_CONVNEXT)
+
+
+def test_the_reference_front_end_is_feats_convnext_yaml():
+    from captionlib.models.convnext import CONVNEXT_FRONT_END
+
+    assert CONVNEXT_FRONT_END == {k: FEATS_CONVNEXT[k] for k in CONVNEXT_FRONT_END}

@@ -44,7 +44,7 @@ def test_outputs_do_not_depend_on_the_batch_in_eval_mode():
     assert logits.shape == (3, 3, 12)
 
 
-@pytest.mark.parametrize("bad, message", [({"num_layers": 0}, "num_layers must be >= 1"),
+@pytest.mark.parametrize("bad, message", [({"num_layers": 0}, r"transformer\.num_layers must be a positive integer"),
                                           ({"d_model": 30, "nhead": 4}, "divisible by nhead"),
                                           ({"activation": "tanh"}, "activation must be one of"),
                                           ([2], "must be a mapping")])

@@ -271,3 +271,36 @@ def test_captioner_with_cnn10(decoder, conf):
     assert tokens.shape[0] == 3 and tokens.shape[1] <= 6
     alone = greedy_search(model, model.encode(feats[2:, :7], lens[2:]), 6)[0]
     assert torch.equal(tokens[2, : alone.numel()], alone)
+
+
+def test_a_features_config_that_is_not_the_checkpoints_is_named_as_the_cause(tmp_path):
+    """The checkpoint is right, the features config is not (issue "Hardening 3"): the message says
+    they disagree, lists the options that differ from the checkpoint's front end (that of
+    feats_panns.yaml) and names that config, in one line; nothing is loaded."""
+    from captionlib.models.panns import PANNS_FRONT_END
+
+    assert PANNS_FRONT_END == {k: FEATS_PANNS[k] for k in PANNS_FRONT_END}
+    state = _authors_checkpoint(tmp_path / "Cnn10.pth", CNN10_PUBLISHED)
+    mini = yaml.safe_load((REPO / "egs" / "mini_clotho" / "conf" / "feats_logmel.yaml").read_text())
+    err = assert_load_fails(tmp_path / "Cnn10.pth", state, Cnn10Encoder(), load_pretrained, {**mini, "fs": 32000},
+                            CheckpointMismatchError)
+    msg = str(err)
+    assert msg.startswith(f"{tmp_path / 'Cnn10.pth'}: the features config and the checkpoint disagree "
+                          "(the checkpoint itself is fine; nothing was loaded): the features config has n_fft 2048 "
+                          "(checkpoint: 1024), win_length_s 0.04 (checkpoint: 0.032)"), msg
+    assert "fmin 0.0 (checkpoint: 50)" in msg and "fmax None (checkpoint: 14000)" in msg and "\n" not in msg
+    assert msg.endswith("the checkpoint's front end is the one of egs/clotho/conf/feats_panns.yaml for the "
+                        "published PANNs checkpoints: dump the features with that config")
+    assert (FRONT_END_KEYS[2], (513, 64), (1025, 64)) in err.mis_shaped  # the keys stay in the error
+    # same shapes, other values (fmin): the front end differs, and the option is named
+    err = _fails(tmp_path / "fmin.pth", state, FrontEndMismatchError, {**FEATS_PANNS, "fmin": 0})
+    assert "the features config has fmin 0 (checkpoint: 50); the checkpoint's front end is the one of" in str(err)
+    # other mel bins: bn0 is mis-shaped too, still the features config's n_mels
+    err = assert_load_fails(tmp_path / "80.pth", state, Cnn10Encoder(n_mels=80), load_pretrained,
+                            {**FEATS_PANNS, "n_mels": 80}, CheckpointMismatchError)
+    assert "the features config has n_mels 80 (checkpoint: 64);" in str(err)
+    # a checkpoint of another front end: what its mel matrix tells
+    state = _authors_checkpoint(tmp_path / "512.pth", CNN10_PUBLISHED, n_fft=512)
+    err = _fails(tmp_path / "512.pth", state)
+    assert ("the features config has n_fft 1024 (checkpoint: 512); the checkpoint's logmel_extractor.melW is "
+            "(257, 64): dump the features with the front end it was trained with") in str(err)

@@ -242,7 +242,7 @@ def test_bad_checkpoints_and_dump_dirs_fail_naming_what_is_wrong(tmp_path):
            str(tmp_path / "old_dump" / "feats_config.yaml"), "re-run stage 2")
     other = _dump(tmp_path / "dump_16k", feats_config={**FEATS_PANNS, "fs": 16000, "fmax": 8000})
     _fails(_opts(tmp_path, other, tmp_path / "d", pretrained=str(tmp_path / "ok.pth")), ValueError,
-           "front end differs from the features config")
+           "the features config and the checkpoint disagree", "fs 16000 (checkpoint: 32000)", "feats_panns.yaml")
     linear = _opts(tmp_path, data, tmp_path / "e", pretrained=str(tmp_path / "ok.pth"))
     linear.encoder = "linear"
     _fails(linear, ValueError, "encoder 'linear' has no checkpoint loader", "cnn10, cnn14")

@@ -138,3 +138,25 @@ def test_convnext_is_pretrained_and_loaded_as_its_authors_lay_it_out(tmp_path):
     load_convnext(encoder, path, FEATS_PANNS)
     best = torch.load(Path(path).parent / "valid.map.best.pth", weights_only=True)["model"]
     assert all(torch.equal(v, best[f"encoder.{k}"]) for k, v in encoder.state_dict().items())
+
+
+def test_resuming_from_a_code_running_latest_pth_is_refused_in_one_line(tmp_path, capsys):
+    """As the other loaders: the refusal (naming the file, what it holds and the converter), exit 1,
+    no traceback, and the crafted file's code never runs."""
+    from bad_inputs import write_code_running_torch_file
+    from captionbin.caption_pretrain_tagging import main
+
+    data = tiny_dump_dir(tmp_path / "d", FEATS_PANNS)
+    opts = _opts(tmp_path, data, max_epoch=1)
+    marker = tmp_path / "ran"
+    (tmp_path / "exp").mkdir()
+    latest = write_code_running_torch_file(tmp_path / "exp" / "latest.pth", marker, key="rng")
+    with pytest.raises(SystemExit) as e:
+        main(["--train_data_dir", str(data), "--valid_data_dir", str(data), "--output_dir", opts.output_dir,
+              "--train_labels", opts.train_labels, "--valid_labels", opts.valid_labels, "--encoder", "cnn10",
+              "--batch_size", "2", "--max_epoch", "1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err
+    line = next(t for t in err.splitlines() if "ERROR" in t)
+    assert f"{latest}: refused to load" in line and "pathlib.Path" in line and "caption_convert_model" in line, line
+    assert not marker.exists() and not (tmp_path / "exp" / "1epoch.pth").exists()
