@@ -17,12 +17,10 @@ when loaded (an unsafe pickle) is refused in one line, exit 1. The options are t
 :class:`captionlib.train.options.TaggingOptions`.
 """
 
-import logging
-import sys
 from typing import Optional, Sequence
 
 from captionlib.train.options import TaggingOptions
-from captionlib.utils.cli import add_options, get_base_parser, parse_options
+from captionlib.utils.cli import add_options, get_base_parser, parse_options, run_refusing_unsafe_files
 
 
 def get_parser():
@@ -37,13 +35,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     opts = parse_options(get_parser(), TaggingOptions, cmd, check="captionlib.train.tagging.check_tagging_options")
     from captionlib.train.tagging import train_tagging
     from captionlib.utils.distributed import finish
-    from captionlib.utils.fileio import UnsafeFileError
 
-    try:
-        train_tagging(opts)
-    except UnsafeFileError as e:  # a latest.pth that would run code: the loaders' one-line refusal
-        logging.error("%s", e)
-        sys.exit(1)
+    run_refusing_unsafe_files(train_tagging, opts)
     finish()
 
 

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 from captionlib.rl import check_rl_options
 from captionlib.rl.options import RLOptions
-from captionlib.utils.cli import add_options, get_base_parser, parse_options
+from captionlib.utils.cli import add_options, get_base_parser, parse_options, run_refusing_unsafe_files
 
 
 def get_parser():
@@ -33,7 +33,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     from captionlib.rl.train import train_rl
     from captionlib.utils.distributed import finish
 
-    train_rl(opts)
+    run_refusing_unsafe_files(train_rl, opts)
     finish()
 
 

@@ -21,7 +21,7 @@ it, before anything is loaded (``--check_only true``: check and exit;
 from typing import Optional, Sequence
 
 from captionlib.train.options import XEOptions
-from captionlib.utils.cli import add_options, get_base_parser, parse_options
+from captionlib.utils.cli import add_options, get_base_parser, parse_options, run_refusing_unsafe_files
 
 
 def get_parser():
@@ -37,7 +37,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     from captionlib.train.xe import train_xe
     from captionlib.utils.distributed import finish
 
-    train_xe(opts)
+    run_refusing_unsafe_files(train_xe, opts)
     finish()
 
 

@@ -507,3 +507,21 @@ def exit_on_sigterm() -> None:
 def config_dict(args: argparse.Namespace) -> Dict[str, Any]:
     """Resolved options as a plain dict (without ``config``/``print_config``), for config.yaml."""
     return {k: v for k, v in vars(args).items() if k not in ("config", "print_config")}
+
+
+def run_refusing_unsafe_files(train: Callable[[Any], Any], opts: Any) -> Any:
+    """``train(opts)``, where a file refused because loading it could run code (an
+    :class:`~captionlib.utils.fileio.UnsafeFileError`: a crafted ``--init_param`` or
+    ``latest.pth``) ends the process with that one-line refusal (logged as an error), exit 1,
+    as the loaders of the other binaries do.
+
+    Raises:
+        SystemExit: 1, after such a refusal.
+    """
+    from captionlib.utils.fileio import UnsafeFileError
+
+    try:
+        return train(opts)
+    except UnsafeFileError as e:
+        logging.error("%s", e)
+        sys.exit(1)

@@ -108,24 +108,33 @@ def test_caption_decode_refuses_a_crafted_model_file(tmp_path, evil_model, model
     _refused(capsys.readouterr().err, str(evil_model))
 
 
-def test_caption_train_refuses_a_crafted_init_param_and_latest_pth(tmp_path, evil_model, data, marker):
+def _exits_refusing(main, args, capsys, name):
+    """``main(args)`` ends with exit 1 and the one-line refusal of ``name`` (no traceback)."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "refused to load" in x)
+    _refused(line, name)
+    assert "Traceback" not in err
+
+
+def test_caption_train_refuses_a_crafted_init_param_and_latest_pth(tmp_path, evil_model, data, marker, capsys):
     from captionbin.caption_train import main
 
     root, tokens = data
     common = ["--train_data_dir", str(root), "--valid_data_dir", str(root), "--token_list", str(tokens), *SMALL]
-    with pytest.raises(ValueError) as e:
-        main(common + ["--output_dir", str(tmp_path / "xe"), "--init_param", str(evil_model)])
-    _refused(e, str(evil_model))
+    _exits_refusing(main, common + ["--output_dir", str(tmp_path / "xe"), "--init_param", str(evil_model)], capsys,
+                    str(evil_model))
     # resuming: a crafted latest.pth in the experiment dir
     (tmp_path / "xe2").mkdir()
     latest = write_code_running_torch_file(tmp_path / "xe2" / "latest.pth", marker, key="rng")
-    with pytest.raises(ValueError) as e:
-        main(common + ["--output_dir", str(tmp_path / "xe2")])
-    _refused(e, str(latest))
+    _exits_refusing(main, common + ["--output_dir", str(tmp_path / "xe2")], capsys, str(latest))
     assert not (tmp_path / "xe2" / "1epoch.pth").exists()
 
 
-def test_caption_rl_train_refuses_a_crafted_init_param_and_cider_df(tmp_path, evil_model, model_file, data, marker):
+def test_caption_rl_train_refuses_a_crafted_init_param_and_cider_df(tmp_path, evil_model, model_file, data, marker,
+                                                                   capsys):
     from captionbin.caption_rl_train import main
 
     root, _ = data
@@ -133,9 +142,8 @@ def test_caption_rl_train_refuses_a_crafted_init_param_and_cider_df(tmp_path, ev
     df.save(str(tmp_path / "cider_df.npz"))
     common = ["--train_data_dir", str(root), "--valid_data_dir", str(root), "--output_dir", str(tmp_path / "rl"),
               "--batch_size", "4", "--max_epoch", "1", "--max_len", "6"]
-    with pytest.raises(ValueError) as e:
-        main(common + ["--init_param", str(evil_model), "--cider_df", str(tmp_path / "cider_df.npz")])
-    _refused(e, str(evil_model))
+    _exits_refusing(main, common + ["--init_param", str(evil_model), "--cider_df", str(tmp_path / "cider_df.npz")],
+                    capsys, str(evil_model))
     for crafted in (write_code_running_pickle(tmp_path / "cider_df.pkl", marker),
                     write_code_running_npz(tmp_path / "crafted.npz", marker)):
         with pytest.raises(ValueError, match=f"{crafted}: not a"):
