@@ -1,5 +1,6 @@
 # captionlib: the two set-up commands of the README.
-#   make demo   create tools/venv if missing, run egs/mini_clotho end to end, print RESULTS.md
+#   make demo   create tools/venv if missing, run egs/mini_clotho end to end (XE, SCST), print RESULTS.md and
+#               the command that captions the shipped clips with the packed SCST model (make demo-all: every RL objective)
 #   make test   create tools/venv if missing, check the import layers (.importlinter), run the whole test suite
 #               (it ends with the 25 slowest test phases: where CI time goes)
 # PYTHON picks the interpreter used to create the virtual environment. TEST_JOBS is the number of
@@ -14,7 +15,7 @@ STAMP := $(VENV)/.installed
 # reinstalled, without dependencies, when a binary is added or changed
 SCRIPTS_STAMP := $(VENV)/.console_scripts
 
-.PHONY: demo test venv clean-demo
+.PHONY: demo demo-all test venv clean-demo
 
 venv: $(STAMP)
 
@@ -30,9 +31,10 @@ $(SCRIPTS_STAMP): $(STAMP) $(wildcard captionbin/caption_*.py)
 	touch $(SCRIPTS_STAMP)
 
 demo: $(STAMP) $(SCRIPTS_STAMP)
-	cd egs/mini_clotho && ./run.sh
-	@echo
-	@cat egs/mini_clotho/RESULTS.md
+	egs/mini_clotho/demo.sh
+
+demo-all: $(STAMP) $(SCRIPTS_STAMP)
+	egs/mini_clotho/demo.sh --rl_algo "scst reinforce_plus sle ac mc_pg multitask"
 
 test: $(STAMP) $(SCRIPTS_STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo

@@ -131,3 +131,41 @@ def test_readme_commands_name_real_targets_and_paths():
     assert "_packed=${_dir}/packed/$(basename \"${_model}\" .pth).zip" in (
         ROOT / "egs" / "TEMPLATE" / "caption.sh").read_text(encoding="utf-8")
     assert "exp/xe_train_xe_logmel_word_w2v/packed/valid.cider_d.best.zip" in text
+
+
+# ------------------------------------------------------------------ docs/design.md
+_REPO_PATH = re.compile(r"(?:egs|captionlib|captionbin|tests|utils|bench|docs)/[\w./<>-]*|setup\.py|\.importlinter")
+
+
+def _module_file(dotted: str):
+    """``(file, rest)``: the longest prefix of ``dotted`` that is a module or package of the
+    repository, and the attribute path after it."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:n])
+        for f in (base.with_suffix(".py"), base / "__init__.py"):
+            if f.is_file():
+                return f, parts[n:]
+    return None, parts
+
+
+def test_every_path_and_module_the_design_names_exists():
+    text = (ROOT / "docs" / "design.md").read_text()
+    names = re.findall(r"`([^`\s]+)`", text)
+    checked = 0
+    for name in names:
+        name = name.rstrip(",.")
+        if name.startswith("captionlib.") or name.startswith("captionbin."):
+            f, rest = _module_file(name)
+            assert f is not None, f"docs/design.md names {name}: no such module"
+            if rest:  # a class, function or constant defined at the top of that module
+                src = f.read_text()
+                assert re.search(rf"^(class|def) {rest[0]}\b|^{rest[0]}\b.*=", src, re.M), (name, f)
+            checked += 1
+        elif re.fullmatch(r"caption_[a-z0-9_]+", name) and not name.endswith("_"):
+            assert (ROOT / "captionbin" / f"{name}.py").is_file(), f"docs/design.md names {name}: no such binary"
+            checked += 1
+        elif _REPO_PATH.fullmatch(name) and "<" not in name:
+            assert (ROOT / name.rstrip("/")).exists(), f"docs/design.md names {name}: no such path"
+            checked += 1
+    assert checked > 40, checked  # the design names that many; fewer means the parsing broke

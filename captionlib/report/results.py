@@ -90,6 +90,8 @@ AC_REWARD_KEYS = ("ac_reward", "reward_type")
 SIGNIFICANCE_METRIC = "CIDEr-D"
 NUM_RESAMPLES = 10000
 BOOTSTRAP_SEED = 0
+#: a bootstrap over fewer clips is printed with a warning
+MIN_BOOTSTRAP_CLIPS = 30
 ALPHA = 0.05
 #: Appended to the row name of a run without a seed token named as a merged seed group.
 NO_SEED = " (no seed)"
@@ -569,6 +571,10 @@ def _significance_lines(sigs: Sequence[SignificanceRow], metric: str) -> List[st
             parts.append(f"{label}: Δ{metric} {res.delta:+.3f}, p={res.p_value:.4f}")
         better = sum(res.p_value < ALPHA for res in s.results)
         parts.append(f"better in {better}/{len(s.results)} seeds at p < {ALPHA:g}")
+        fewest = min((res.num_items for res in s.results), default=MIN_BOOTSTRAP_CLIPS)
+        if fewest < MIN_BOOTSTRAP_CLIPS:
+            parts.append(f"warning: only {fewest} clips (fewer than {MIN_BOOTSTRAP_CLIPS}), too few for the p-values "
+                         "to mean much")
         if s.left_out:
             parts.append("left out: " + "; ".join(s.left_out))
         lines.append(f"- `{s.model}` vs `{s.baseline}`, {s.decode_tag}, {s.test_set}: " + "; ".join(parts))

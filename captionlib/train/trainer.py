@@ -439,10 +439,13 @@ class Trainer:
                 writer.add_scalar(f"valid/{k}", float(v), epoch)
         record = dist_util.broadcast_object(record)
         self.history.append(record)
+        times = [h["train_time_s"] for h in self.history if "train_time_s" in h]
         logging.info(
-            "epoch %d done in %s: %s",
-            epoch, _fmt_time(train_time),
-            " ".join(f"{k}={v:.4g}" for k, v in record.items() if k.startswith(("train_", "valid_"))),
+            "epoch %d/%d done in %s: %s | ETA %s",
+            epoch, self.max_epoch, _fmt_time(train_time),
+            " ".join(f"{k}={v:.4g}" for k, v in record.items()
+                     if k.startswith(("train_", "valid_")) and k != "train_time_s"),
+            _fmt_time((self.max_epoch - epoch) * sum(times) / max(len(times), 1)),
         )
         if self.rank == 0:
             self._save(epoch)

@@ -434,6 +434,7 @@ tagging_train_opts() {
 check_train_opts() {
     local _bin=$1 _what=$2 _out
     shift 2
+    log "Checking the options of ${_what} before anything runs (${_bin} --check_only)"
     if ! _out=$(${python} -m "captionbin.${_bin}" "$@" --check_only true 2>&1); then
         log "Error: the options of ${_what}: $(tail -n 1 <<< "${_out}"); nothing has run"
         exit 2
@@ -586,6 +587,34 @@ keep_old_log() {
     mv "$1" "$1.${n}"
 }
 
+# follow_epochs <log> <command...>: run a training job, printing the "epoch N/M done" lines
+# (losses, validation scores, ETA) of its log on the terminal as they are written
+follow_epochs() {
+    local _log=$1 _job _follow _rc=0
+    shift
+    "$@" &
+    _job=$!
+    tail -n +1 -F --pid="${_job}" "${_log}" 2>/dev/null \
+        | grep --line-buffered -E "INFO: (epoch [0-9]+/[0-9]+ done in|train_(loss|reward): epoch)" \
+        | sed -u -e 's/^.*INFO: /    /' &
+    _follow=$!
+    wait "${_job}" || _rc=$?
+    wait "${_follow}" || true
+    return "${_rc}"
+}
+
+# mark_stage <N>: log the wall time of the stage that ran before stage N (and, with "end", of the last)
+_stage_now=
+_stage_t0=0
+mark_stage() {
+    if [ -n "${_stage_now}" ]; then
+        log "Stage ${_stage_now} done in $((SECONDS - _stage_t0)) s"
+    fi
+    _stage_now=$1
+    _stage_t0=${SECONDS}
+    [ "$1" != end ] || _stage_now=
+}
+
 write_run_sh() {
     local dir=$1 back
     shift
@@ -610,6 +639,7 @@ write_run_sh() {
 
 if ! "${skip_data_prep}"; then
     if [ ${stage} -le 0 ] && [ ${stop_stage} -ge 0 ]; then
+        mark_stage 0
         if [ -x local/download.sh ]; then
             log "Stage 0: Download the corpus (local/download.sh)"
             local/download.sh ${_local_opts[@]+"${_local_opts[@]}"}
@@ -622,6 +652,7 @@ if ! "${skip_data_prep}"; then
     fi
 
     if [ ${stage} -le 1 ] && [ ${stop_stage} -ge 1 ]; then
+        mark_stage 1
         log "Stage 1: Data preparation: data/{${all_sets// /,}}"
         local/data.sh ${_local_opts[@]+"${_local_opts[@]}"}
         if [ ${#_train_sets[@]} -gt 1 ]; then
@@ -648,6 +679,7 @@ if ! "${skip_data_prep}"; then
     fi
 
     if [ ${stage} -le 2 ] && [ ${stop_stage} -ge 2 ]; then
+        mark_stage 2
         log "Stage 2: Feature extraction (${feats_type}, ${feats_filetype}): data/* -> ${dumpdir}/${feats_tag}/*"
         for dset in ${all_sets}; do
             # dump_feats.sh caps nj at the number of clips
@@ -658,6 +690,7 @@ if ! "${skip_data_prep}"; then
     fi
 
     if [ ${stage} -le 3 ] && [ ${stop_stage} -ge 3 ]; then
+        mark_stage 3
         log "Stage 3: Token list (${token_tag}) from data/${train_set}/text: ${token_list}"
         ${python} -m captionbin.caption_tokenize --text "data/${train_set}/text" --token_type "${token_type}" \
             --min_count "${min_count}" --nbpe "${nbpe}" --output_dir "$(dirname "${token_list}")"
@@ -670,6 +703,7 @@ if ! "${skip_data_prep}"; then
     fi
 
     if [ ${stage} -le 4 ] && [ ${stop_stage} -ge 4 ]; then
+        mark_stage 4
         log "Stage 4: Statistics of ${train_set}: ${feats_stats}, ${cider_df}"
         mkdir -p "${stats_dir}/logs"
         ${train_cmd} "${stats_dir}/logs/compute_stats.log" ${python} -m captionbin.caption_compute_stats \
@@ -683,6 +717,7 @@ fi
 
 if ! "${skip_train}"; then
     if [ ${stage} -le 5 ] && [ ${stop_stage} -ge 5 ]; then
+        mark_stage 5
         if "${word2vec}" && [ ! -f "${word2vec_file}" ]; then
             log "Error: ${word2vec_file} not found (run stage 3 with --word2vec true)"; exit 1
         fi
@@ -692,7 +727,7 @@ if ! "${skip_train}"; then
             lock_exp_dir "${_tag_exp}"
             keep_old_log "${_tag_exp}/train.log"
             # shellcheck disable=SC2086  # word-split options
-            ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_tag_exp}/train.log" \
+            follow_epochs "${_tag_exp}/train.log" ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_tag_exp}/train.log" \
                 ${train_launcher} -m captionbin.caption_pretrain_tagging "${_tag_opts[@]}"
             release_exp_dir
         fi
@@ -704,13 +739,14 @@ if ! "${skip_train}"; then
             keep_old_log "${_xe_exp}/train.log"
             xe_train_opts "${_s}"
             # shellcheck disable=SC2086  # word-split options
-            ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_xe_exp}/train.log" \
+            follow_epochs "${_xe_exp}/train.log" ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_xe_exp}/train.log" \
                 ${train_launcher} -m captionbin.caption_train "${_xe_opts[@]}"
             release_exp_dir
         done
     fi
 
     if [ ${stage} -le 6 ] && [ ${stop_stage} -ge 6 ]; then
+        mark_stage 6
         for _s in ${seed_list}; do
             for algo in ${rl_algo}; do
                 _cfg=$(rl_config_of "${algo}")
@@ -726,7 +762,7 @@ if ! "${skip_train}"; then
                 keep_old_log "${_rl_exp}/train.log"
                 rl_train_opts "${_s}" "${algo}"
                 # shellcheck disable=SC2086  # word-split options
-                ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_rl_exp}/train.log" \
+                follow_epochs "${_rl_exp}/train.log" ${cuda_cmd} --gpu "${ngpu}" ${train_cmd_opts} "${_rl_exp}/train.log" \
                     ${train_launcher} -m captionbin.caption_rl_train "${_rl_opts[@]}"
                 release_exp_dir
             done
@@ -734,6 +770,7 @@ if ! "${skip_train}"; then
     fi
 
     if [ ${stage} -le 7 ] && [ ${stop_stage} -ge 7 ] && [ "${nbest_average}" -gt 0 ]; then
+        mark_stage 7
         for _dir in ${model_dirs}; do
             log "Stage 7: Average the ${nbest_average} best checkpoints of ${_dir} by its best_model_criterion"
             ${python} -m captionbin.caption_average_checkpoints --exp_dir "${_dir}" --nbest "${nbest_average}"
@@ -745,6 +782,7 @@ fi
 
 if ! "${skip_eval}"; then
     if [ ${stage} -le 8 ] && [ ${stop_stage} -ge 8 ]; then
+        mark_stage 8
         for _e in ${ensembles[@]+"${ensembles[@]}"}; do
             mkdir -p "${_e%%|*}"
             tr ',' '\n' <<< "${_e#*|}" > "${_e%%|*}/models.txt"
@@ -776,6 +814,7 @@ if ! "${skip_eval}"; then
     fi
 
     if [ ${stage} -le 9 ] && [ ${stop_stage} -ge 9 ]; then
+        mark_stage 9
         _scores=("${decodes[@]}")
         if [ -n "${prior_dir}" ]; then
             _scores+=("|${prior_dir}/decode_most_frequent_train_caption|${test_sets}")
@@ -816,6 +855,7 @@ else
 fi
 
 if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
+    mark_stage 10
     if [ "${feats_type}" = import ]; then
         log "Stage 10: skipped: packed models are for caption_infer on audio files (feats_type logmel, pretrained) and on images and videos (feats_type cnn), this run has feats_type import (features made elsewhere)"
     else
@@ -863,4 +903,5 @@ if [ ${stage} -le 10 ] && [ ${stop_stage} -ge 10 ]; then
     fi
 fi
 
+mark_stage end
 log "Successfully finished. [elapsed=${SECONDS}s]"

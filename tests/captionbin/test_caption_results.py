@@ -473,3 +473,16 @@ def test_environments_that_trained_the_models_are_listed(tmp_path):
     (exp / "xe_b" / "env.yaml").write_text("[1, 2]\n")
     with pytest.raises(ValueError, match=r"xe_b/env\.yaml: expected a YAML mapping"):
         collect_scores(exp)
+
+
+def test_a_bootstrap_on_fewer_than_30_clips_is_printed_with_a_warning():
+    from captionlib.metrics.significance import BootstrapResult
+    from captionlib.report.results import MIN_BOOTSTRAP_CLIPS, SignificanceRow, format_significance
+
+    def row(n):
+        res = BootstrapResult(delta=0.1, p_value=0.5, num_resamples=100, num_items=n, ci_low=0.0, ci_high=0.2)
+        return SignificanceRow("xe/scst", "xe", "decode", "evaluation", [0], [res])
+
+    few, enough = (format_significance([row(n)])[-1] for n in (2, MIN_BOOTSTRAP_CLIPS))
+    assert few.endswith("warning: only 2 clips (fewer than 30), too few for the p-values to mean much"), few
+    assert "warning" not in enough

@@ -1,8 +1,8 @@
 """Shell-level checks of the recipes (egs/) and an end-to-end run of egs/mini_clotho."""
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -442,6 +442,21 @@ def test_mini_clotho_end_to_end(tmp_path):
     d = tmp_path / "egs" / "mini_clotho"
     r = _run(["./run.sh"], cwd=d, timeout=2400)
     assert r.returncode == 0, failure_report(r, d)
+    # the terminal shows each stage's wall time and each epoch of training
+    for stage in range(1, 11):
+        assert re.search(rf"Stage {stage} done in \d+ s", r.stdout), (stage, r.stdout[-3000:])
+    assert re.search(r"^    epoch 1/20 done in .* \| ETA ", r.stdout, re.M), r.stdout[-3000:]
+    assert len(re.findall(r"^    epoch \d+/8 done in ", r.stdout, re.M)) == 8 * len(RL_ALGOS)
+    # make demo's last lines: a command that runs as printed, from the repository root
+    (tmp_path / "tools").symlink_to(ROOT / "tools")
+    last = _run(["./demo.sh", "--print_only"], cwd=d, timeout=60)
+    assert last.returncode == 0, last.stderr
+    command = last.stdout.strip().splitlines()[-1].strip()
+    assert command.startswith("tools/venv/bin/caption_infer --model egs/mini_clotho/exp/"), last.stdout
+    shown = _run(command.split(), cwd=tmp_path, timeout=600)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    captions = [row.split("\t") for row in shown.stdout.strip().splitlines()[1:]]
+    assert len(captions) == 4 and all(c[1].strip() for c in captions), shown.stdout
 
     results = (d / "RESULTS.md").read_text()
     lines = results.splitlines()
