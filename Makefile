@@ -1,7 +1,8 @@
 # captionlib: the two set-up commands of the README.
 #   make demo   create tools/venv if missing, run egs/mini_clotho end to end (XE, SCST), print RESULTS.md and
 #               the command that captions the shipped clips with the packed SCST model (make demo-all: every RL objective)
-#   make test   create tools/venv if missing, check the import layers (.importlinter), run the whole test suite
+#   make test   create tools/venv if missing, check the import layers (.importlinter), lint (ruff check, the
+#               config in pyproject.toml), run the whole test suite
 #               (it ends with the 25 slowest test phases: where CI time goes)
 # PYTHON picks the interpreter used to create the virtual environment. TEST_JOBS is the number of
 # pytest-xdist workers of make test (default: the CPU count, at most 4; TEST_JOBS=0 runs in one process).
@@ -38,6 +39,7 @@ demo-all: $(STAMP) $(SCRIPTS_STAMP)
 
 test: $(STAMP) $(SCRIPTS_STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/ruff check captionlib captionbin bench tests
 	$(VENV)/bin/python -m pytest -q tests -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder --durations 25
 
 clean-demo:

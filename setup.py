@@ -34,9 +34,9 @@ install_requires = [
     "av>=12",  # PyAV: video decoding (captionlib.visual); torchvision stays optional (imported lazily)
 ]
 extras_require = {
-    # lint-imports checks the layers of .importlinter; pytest-xdist runs make test's workers
-    # kaldi-native-fbank: the reference the Kaldi fbank front end (KaldiFbank) is tested against
-    "test": ["pytest", "pytest-xdist>=3.8", "import-linter>=2.1", "kaldi-native-fbank"],
+    # lint-imports checks the layers of .importlinter; ruff lints (pyproject.toml); pytest-xdist runs make test's
+    # workers; kaldi-native-fbank: the reference the Kaldi fbank front end (KaldiFbank) is tested against
+    "test": ["pytest", "pytest-xdist>=3.8", "import-linter>=2.1", "ruff>=0.17,<0.18", "kaldi-native-fbank"],
     "w2v": ["gensim>=4"],
 }
 extras_require["all"] = sorted({p for v in extras_require.values() for p in v})

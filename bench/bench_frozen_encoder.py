@@ -34,9 +34,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_train import timed_round_robin  # noqa: E402
 from captionlib.models.captioner import build_model, xe_loss, xe_targets  # noqa: E402
 from captionlib.train.xe import split_encoder_conf  # noqa: E402
+from bench_train import timed_round_robin  # noqa: E402
 
 CONF = HERE.parent / "egs" / "clotho" / "conf"
 HOP_S = 0.01  # conf/feats_convnext.yaml

@@ -131,7 +131,8 @@ def main(argv=None) -> None:
           f"threads; a training step (forward, loss, backward) of the encoder on {args.batch_size} clips of "
           f"{args.seconds:g} s; mean of {args.reps} after a warm-up; each row in a process of its own")
     print()
-    mem = "peak GPU memory allocated (MiB) | its rise over the model's" if gpu else "peak RSS (MiB) | its rise over the model's"
+    mem = ("peak GPU memory allocated (MiB) | its rise over the model's" if gpu
+           else "peak RSS (MiB) | its rise over the model's")
     print(f"| encoder | gradient_checkpointing | s per step | {mem} |")
     print("|---|---|---:|---:|---:|")
     for (name, on), r in results.items():

@@ -113,7 +113,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", default="bleu,meteor,rouge_l,cider_d",
                    help="caption_score metrics (SPICE/SPIDEr need Java and the CoreNLP jars: tools/install_spice.sh)")
     p.add_argument("--recipe_args", default="",
-                   help="more run.sh/caption.sh options, e.g. \"--num_diversity_samples 0\" (one word: --recipe_args=--x)")
+                   help="more run.sh/caption.sh options, e.g. \"--num_diversity_samples 0\" "
+                        "(one word: --recipe_args=--x)")
     p.add_argument("--project_xe_epochs", type=int, default=25, help="XE epochs of the projection")
     p.add_argument("--project_rl_epochs", type=int, default=25, help="SCST epochs of the projection")
     return p
@@ -276,7 +277,8 @@ def describe(args: argparse.Namespace, corpus: Path) -> List[str]:
 
     machine = f"{cpu_name()}, {os.cpu_count()} cores"
     if args.ngpu > 0 and shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True)
         machine += f"; GPU: {', '.join(out.stdout.split(chr(10))[:args.ngpu]).strip() or '?'}"
     info_path = corpus / "clotho_sized.json"
     sizes = json.loads(info_path.read_text()).get("clips", {}) if info_path.is_file() else {}

@@ -37,11 +37,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import bench_train  # noqa: E402
 from captionlib.decode.options import COMPILE_MODES  # noqa: E402
 from captionlib.decode.search import greedy_search, sample, trimmed  # noqa: E402
 from captionlib.models.captioner import xe_loss, xe_targets  # noqa: E402
 from captionlib.rl.policy_gradient import PolicyGradient, policy_gradient_loss, teacher_forced_logprobs  # noqa: E402
+import bench_train  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -192,7 +192,8 @@ def main(argv=None) -> None:
     print("\n| XE update phase | ms | share |\n|---|---:|---:|")
     print("\n".join(table(clocks["XE"].times, "XE update (sum of phases)")))
     for m in modes:
-        print(f"\n| SCST update phase (--sample_logprobs recompute, --decode_compile {m}) | ms | share |\n|---|---:|---:|")
+        print(f"\n| SCST update phase (--sample_logprobs recompute, --decode_compile {m}) | ms | share |"
+              "\n|---|---:|---:|")
         print("\n".join(table(clocks[m].times, "SCST update (sum of phases)")))
         total = sum(statistics.mean(v) for v in clocks[m].times.values())
         print(f"\nSCST (--decode_compile {m}) / XE, sums of phases: {total / xe_total:.2f}x")

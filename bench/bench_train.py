@@ -62,8 +62,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from captionlib.audio.features import logmel  # noqa: E402
-from captionlib.data.datasets import pad_feats, pad_ids  # noqa: E402
 from captionlib.data import UNITS  # noqa: E402
+from captionlib.data.datasets import pad_feats, pad_ids  # noqa: E402
 from captionlib.decode.options import COMPILE_MODES  # noqa: E402
 from captionlib.decode.search import beam_search, greedy_search  # noqa: E402
 from captionlib.metrics.cider_d import DocumentFrequency  # noqa: E402
@@ -102,7 +102,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "option --decode_compile; reduce-overhead: CUDA graphs on a GPU)")
     p.add_argument("--one_pass", action="store_true",
                    help="time SCST with the greedy baseline and the samples decoded in one pass against two passes "
-                        "on any device (by default where the objectives decode so: SampledObjective.joint_pass_devices)")
+                        "on any device (by default where the objectives decode so: "
+                        "SampledObjective.joint_pass_devices)")
     p.add_argument("--rl_unit", default="caption", choices=UNITS,
                    help="what an SCST epoch of the projection iterates: (clip, caption) pairs, as egs/clotho's SCST "
                         "config (rl_unit: caption, the seed authors' code), or clips")
@@ -212,7 +213,8 @@ class Setup:
         best = min(self.schedules[kind], key=lambda b: abs(self.padded_frames(b) - self.padded[kind]))
         clip_idx = [i // CAPTIONS_PER_CLIP for i in best]
         feats, lens = pad_feats([tile(self.stream, int(self.clip_frames[c]), 7919 * c) for c in clip_idx])
-        ids = [self.tok.text2ids(" ".join(self.caps[c % len(self.caps)][i % CAPTIONS_PER_CLIP])) for c, i in zip(clip_idx, best)]
+        ids = [self.tok.text2ids(" ".join(self.caps[c % len(self.caps)][i % CAPTIONS_PER_CLIP]))
+               for c, i in zip(clip_idx, best)]
         ys, ys_lens = pad_ids([np.asarray(x, dtype=np.int64) for x in ids])
         clips = [f"clip{c % len(self.caps)}" for c in clip_idx]
         return (clips, *(x.to(DEVICE) for x in (feats, lens, ys, ys_lens)))
@@ -513,7 +515,8 @@ def main(argv=None) -> None:
     valid_new = valid_batches * (enc_default + greedy_t + tf_160)
     valid_rl_old, valid_rl_new = valid_batches * (enc_whole + greedy_t), valid_batches * (enc_default + greedy_t)
     old_h = (EPOCHS_XE * (xe_batches * xe_old + valid_old) + EPOCHS_RL * (rl_batches * scst_old + valid_rl_old)) / 3600
-    new_h = (EPOCHS_XE * (xe_batches * xe_new + valid_new) + EPOCHS_RL * (rl_batches * scst_bucket + valid_rl_new)) / 3600
+    new_h = (EPOCHS_XE * (xe_batches * xe_new + valid_new)
+             + EPOCHS_RL * (rl_batches * scst_bucket + valid_rl_new)) / 3600
     print(f"projected full Clotho ({CLOTHO_DEV_CLIPS} clips x {CAPTIONS_PER_CLIP} captions, "
           f"{EPOCHS_XE} XE + {EPOCHS_RL} SCST epochs of rl_unit {args.rl_unit}, validation on {CLOTHO_VALID_CLIPS} "
           f"clips each epoch):")

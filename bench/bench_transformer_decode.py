@@ -46,9 +46,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_train import timed_round_robin  # noqa: E402
 from captionlib.models.encoding import BatchParts  # noqa: E402
 from captionlib.models.transformer import TransformerDecoder  # noqa: E402
+from bench_train import timed_round_robin  # noqa: E402
 
 FRAMES_PER_S = 1 / (0.02 * 4)  # egs/clotho/conf/feats_logmel.yaml hop, CRNNEncoder.time_subsampling
 

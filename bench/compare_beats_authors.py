@@ -99,7 +99,8 @@ def build_pair(BEATs, BEATsConfig, args, workdir: Path):
         model = BEATs(BEATsConfig(cfg))
         with torch.no_grad():  # their init leaves biases 0, LayerNorms 1 and the gates' grep_a 1: move every tensor
             for name, param in model.named_parameters():
-                param.add_(torch.randn(param.shape) * (1.0 if "grep_a" in name or "relative_attention" in name else 0.02))
+                scale = 1.0 if "grep_a" in name or "relative_attention" in name else 0.02
+                param.add_(torch.randn(param.shape) * scale)
         ckpt = {"cfg": cfg, "model": model.state_dict()}
         path = str(workdir / "beats_random.pt")
         torch.save(ckpt, path)
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
                   + (f"; clip probabilities max |diff| {d['probs_abs']:.2e}" if "probs_abs" in d else "")
                   + (f"; fbank max |diff| {d['fbank_abs']:.2e}" if "fbank_abs" in d else ""))
     ok = worst <= args.tolerance
-    print(f"{'same' if ok else 'DIFFERENT'}: largest relative token difference {worst:.2e} (tolerance {args.tolerance:g})")
+    print(f"{'same' if ok else 'DIFFERENT'}: largest relative token difference {worst:.2e} "
+          f"(tolerance {args.tolerance:g})")
     return 0 if ok else 1
 
 

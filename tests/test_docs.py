@@ -38,7 +38,8 @@ OLD_SECTIONS = {
     "GPU, 2026-11-26: compiled sampling and `--sample_logprobs recompute`.": (
         "bench/README.md", "GPU, 2026-11-26: compiled sampling and `--sample_logprobs recompute`."),
     "GPU, 2026-11-27: the loop as one CUDA graph, and one pass for the baseline and the samples.": (
-        "bench/README.md", "GPU, 2026-11-27: the loop as one CUDA graph, and one pass for the baseline and the samples."),
+        "bench/README.md",
+        "GPU, 2026-11-27: the loop as one CUDA graph, and one pass for the baseline and the samples."),
     "The whole recipe on a GPU, at a quarter of Clotho's size.": (
         "bench/README.md", "The whole recipe on a GPU, at a quarter of Clotho's size."),
     "The whole recipe at Clotho's size.": ("bench/README.md", "The whole recipe at Clotho's size."),

@@ -37,6 +37,7 @@ from captionlib.text.tokenizer import Tokenizer
 from captionlib.utils.distributed import get_device
 from captionlib.utils.fileio import atomic_write_text, check_writable
 
+
 @torch.no_grad()
 def caption_batch(
     model, tokenizer: Tokenizer, feats: torch.Tensor, lens: torch.Tensor,

@@ -294,6 +294,7 @@ def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, tempera
         logp, state = model.first_step(v)
     finished = torch.zeros(v.size(0), dtype=torch.bool, device=v.device)
     toks, lps, masks, ents, hids = [], [], [], [], []
+    tok = None  # drawn at the end of each step; the first step (t == 0) does not read it
     for t in range(max_len):
         last = t == max_len - 1
         with eval_rows(keep):

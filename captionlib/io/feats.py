@@ -234,7 +234,8 @@ class FeatShardWriter(FeatWriter):
         super().__init__(out_prefix, filetype)
         prefix = self.scp_path[: -len(".scp")]
         self.feats_type = feats_type
-        self.num_frames_path = os.fspath(num_frames_path) if num_frames_path else shard_sibling(prefix, "utt2num_frames")
+        self.num_frames_path = (os.fspath(num_frames_path) if num_frames_path
+                                else shard_sibling(prefix, "utt2num_frames"))
         self.dim_path = shard_sibling(prefix, "feats_dim")
         self.type_path = shard_sibling(prefix, "feats_type")
         self.total = total
@@ -265,7 +266,8 @@ class FeatShardWriter(FeatWriter):
         if self.dim is not None:
             write_lines_atomic(self.dim_path, [str(self.dim)])
             write_lines_atomic(self.type_path, [self.feats_type])
-        logging.info("wrote %d clips (dim %s, %s) to %s", len(self.num_frames), self.dim, self.feats_type, self.scp_path)
+        logging.info("wrote %d clips (dim %s, %s) to %s", len(self.num_frames), self.dim, self.feats_type,
+                     self.scp_path)
 
 
 def add_shard_arguments(parser, log_interval: int = 100) -> None:

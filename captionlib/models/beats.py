@@ -311,8 +311,9 @@ class BEATsEncoder(nn.Module):
                     nn.init.zeros_(m.bias)
         beta = math.pow(8 * layers, -0.25)
         for layer in self.encoder.layers:
-            for m, gain in ((layer.self_attn.k_proj, 1.0), (layer.self_attn.q_proj, 1.0), (layer.self_attn.v_proj, beta),
-                            (layer.self_attn.out_proj, beta), (layer.fc1, beta), (layer.fc2, beta)):
+            for m, gain in ((layer.self_attn.k_proj, 1.0), (layer.self_attn.q_proj, 1.0),
+                            (layer.self_attn.v_proj, beta), (layer.self_attn.out_proj, beta), (layer.fc1, beta),
+                            (layer.fc2, beta)):
                 nn.init.xavier_normal_(m.weight, gain=gain)
 
     def output_lengths(self, lengths: torch.Tensor, frames: int) -> torch.Tensor:
@@ -393,7 +394,8 @@ def _check_cfg(encoder: BEATsEncoder, cfg: Any, path: str) -> None:
     bad = [f"{k}: checkpoint {cfg.get(k, CFG_DEFAULTS[k])!r}, encoder {v!r}" for k, v in wanted.items()
            if cfg.get(k, CFG_DEFAULTS[k]) != v]
     if bad:
-        raise ValueError(f"{path}: the checkpoint's cfg differs from the encoder (nothing was loaded): {'; '.join(bad)}; "
+        raise ValueError(f"{path}: the checkpoint's cfg differs from the encoder (nothing was loaded): "
+                         f"{'; '.join(bad)}; "
                          "set the encoder_conf keys of the same names (classes_num for predictor_class, 0 when "
                          "finetuned_model is false); keys fixed here: " + ", ".join(sorted(FIXED_CFG)))
 

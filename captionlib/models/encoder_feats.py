@@ -118,7 +118,8 @@ def dump_encoder_feats(
     """
     options.pop("feats_type", None)
     if not encoder or not pretrained or fs is None:
-        raise ValueError("feats_type pretrained needs encoder (cnn14, cnn10, convnext or beats), pretrained (its checkpoint) "
+        raise ValueError("feats_type pretrained needs encoder (cnn14, cnn10, convnext or beats), "
+                         "pretrained (its checkpoint) "
                          f"and fs (the rate of its front end), got encoder={encoder!r}, pretrained={pretrained!r}, "
                          f"fs={fs!r}")
     from captionlib.audio.dump import dump_feats  # audio libraries only where audio is read

@@ -229,7 +229,8 @@ class CRNNEncoder(nn.Module):
             raise ValueError(f"CRNNEncoder needs 5 channels and 3 freq_pooling kernels, got {channels}, {freq_pooling}")
         pool = freq_pooling[0] * freq_pooling[1] * freq_pooling[2]
         if n_mels % pool != 0:
-            raise ValueError(f"CRNNEncoder needs n_mels divisible by {pool} (freq_pooling {freq_pooling}), got {n_mels}")
+            raise ValueError(f"CRNNEncoder needs n_mels divisible by {pool} (freq_pooling {freq_pooling}), "
+                             f"got {n_mels}")
         c1, c2, c3, c4, c5 = channels
         self.cnn = nn.Sequential(
             _conv_block(1, c1),

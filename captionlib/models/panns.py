@@ -40,8 +40,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from captionlib.models.encoders import _zero_padding, masked_mean
-from captionlib.models.pretrained_load import (CheckpointMismatchError, check_keys, load_strict, read_state_dict,
-                                                require_checkpoint)
+from captionlib.models.pretrained_load import (
+    CheckpointMismatchError,
+    check_keys,
+    load_strict,
+    read_state_dict,
+    require_checkpoint,
+)
 from captionlib.utils.distributed import BatchNorm2d, Dropout
 
 AUDIOSET_CLASSES = 527

@@ -262,8 +262,9 @@ class TransformerDecoder(nn.Module):
     The input at position 0 is the start token (eos, ``vocab_size - 1``, as
     :class:`~captionlib.models.decoders.TopDownDecoder`), then the previous words; the input
     embedding is ``E[w] * sqrt(d_model)`` plus the position encoding (sec. 3.4-3.5), then
-    dropout, as is every sublayer's output before its residual sum (sec. 5.4). Cross-attention reads the encoder's memory projected to ``d_model`` (a linear map
-    when ``memory_size`` differs, else none) with its padding masked; a plain (batch, embed)
+    dropout, as is every sublayer's output before its residual sum (sec. 5.4). Cross-attention
+    reads the encoder's memory projected to ``d_model`` (a linear map when ``memory_size``
+    differs, else none) with its padding masked; a plain (batch, embed)
     encoding (a pooled clip vector) is a memory of one slot. Pre-norm stacks end with a
     LayerNorm (Xiong et al. 2020), post-norm stacks do not (as ``nn.TransformerDecoder``
     without ``norm``, CoNeTTE's). The padding token (id 0) is never emitted.

@@ -341,8 +341,8 @@ def group_seeds(rows: Sequence[ScoreRow]) -> List[TableRow]:
     """Merge the score rows of the seeds of one (seed group, decode tag, test set).
 
     Rows without a seed token are never merged; such a run named as a merged seed group (a
-    run without ``--seeds`` beside runs with them) is named ``<dir> (no seed)``. Sorted by (first cell, tag, set); the runs
-    of a row by seed.
+    run without ``--seeds`` beside runs with them) is named ``<dir> (no seed)``. Sorted by
+    (first cell, tag, set); the runs of a row by seed.
 
     Raises:
         ValueError: from :func:`seed_group`; two runs of one row with the same seed
@@ -513,7 +513,8 @@ def collect_comparisons(
         # a plain name beside seeded runs of it is their seed group, as in the table
         seeded = any(key[0] == other and key[1] is not None for key in runs)
         groups: Dict[tuple, SignificanceRow] = {}
-        for (group, run_seed, tag, test_set), r in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][3], kv[0][1] or 0)):
+        for (group, run_seed, tag, test_set), r in sorted(runs.items(),
+                                                          key=lambda kv: (kv[0][2], kv[0][3], kv[0][1] or 0)):
             b = runs.get((base, run_seed, tag, test_set))
             if (group != other or b is None or None in (r.score_json, b.score_json)
                     or (run_seed is not None if unseeded else run_seed is None and seeded)):
@@ -549,7 +550,8 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
         "## Significance",
         "",
         f"Paired bootstrap (Koehn 2004; Efron & Tibshirani 1993) of each RL model against the XE "
-        f"model it was fine-tuned from (directly or through another RL stage), on per-clip {metric} (`per_clip.json`): {resamples} "
+        f"model it was fine-tuned from (directly or through another RL stage), on per-clip {metric} "
+        f"(`per_clip.json`): {resamples} "
         f"resamples of the clips, seed {seed}; Δ{metric} = RL - XE; p = one-sided p of "
         f"\"RL better than XE\" = (1 + #{{resampled Δ <= 0}}) / (1 + resamples).",
         "",

@@ -23,8 +23,9 @@ Two options choose how close to the paper this is:
   sec. 3.3.2; raise ``warmup_steps`` to pre-train longer). Eq. 7 writes the joint loss
   ``L_j = alpha (L_e + R_T)``; here the embedding minimises ``L_e`` alone: ``alpha`` only
   scales a loss that is the sole one reaching the embedding's parameters (the trainer's
-  Adam is invariant to that, up to its epsilon and gradient clipping), and minimising ``+R_T`` literally would lower the reward of the
-  policy's own captions, which the paper does not discuss. The reward of a sampled
+  Adam is invariant to that, up to its epsilon and gradient clipping), and minimising
+  ``+R_T`` literally would lower the reward of the policy's own captions, which the paper
+  does not discuss. The reward of a sampled
   caption is computed without gradient, so the embedding does not learn from samples.
 * ``value_encoder``: ``shared`` (default) feeds the critic the captioner's audio embedding
   ``v``, detached; ``separate`` gives the critic its own audio encoder on the features, as
@@ -67,8 +68,8 @@ from captionlib.models.encoding import pooled
 from captionlib.rl import AC_REWARDS as REWARD_TYPES
 from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
 from captionlib.rl.embedding import AudioCaptionEmbedding, FrameEncoder, ranking_loss
-from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.options import DEFAULTS
+from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 

@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from captionlib.decode.search import draw_categorical, sample
-from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.options import DEFAULTS
+from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 

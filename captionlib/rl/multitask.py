@@ -61,8 +61,8 @@ from torch.nn import functional as F
 
 from captionlib.models.encoding import pooled
 from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
-from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.rl.options import DEFAULTS
+from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 

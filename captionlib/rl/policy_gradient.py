@@ -235,8 +235,9 @@ class SampledObjective(nn.Module):
         (batch, embed), clip-major (batch * n rows).
 
         Where :meth:`one_pass` says so (``sample_logprobs: recompute`` on a GPU, a decoder whose
-        only training-mode behaviour is dropout), both are decoded in one pass without gradients (:func:`~captionlib.decode.search.sample`'s
-        ``greedy_rows``: the baseline's rows arg-max and without dropout) before the samples'
+        only training-mode behaviour is dropout), both are decoded in one pass without gradients
+        (:func:`~captionlib.decode.search.sample`'s ``greedy_rows``: the baseline's rows arg-max
+        and without dropout) before the samples'
         log-probabilities are recomputed: the captions and random draws of two passes, up to the float
         rounding of a larger batch. Otherwise two passes, the baseline's in eval mode.
 

@@ -82,8 +82,8 @@ import torch
 from captionlib.metrics.bleu import pairwise_bleu
 from captionlib.rl import SLE_DISTANCES as DISTANCES
 from captionlib.rl import SLE_DIVERSITY_BASELINES as DIVERSITY_BASELINES
-from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.options import DEFAULTS
+from captionlib.rl.policy_gradient import SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 

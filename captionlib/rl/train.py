@@ -8,7 +8,7 @@
 | ``ac`` | actor-critic, value network on prefixes trained by MSE; reward: the ``reward`` spec (A2C with CIDEr-D) or ``ac_reward: embedding`` (the paper's) | seed 002 |
 | ``mc_pg`` | Monte-Carlo rollouts for Q(s_t, w_t), learned MLP baseline (reward spider in the paper) | seed 003 |
 | ``multitask`` | REINFORCE+ plus attribute prediction (BCE) on the time-pooled CNN features | seed 004 |
-"""
+"""  # noqa: E501 -- rows of a Markdown table cannot be wrapped
 
 import logging
 

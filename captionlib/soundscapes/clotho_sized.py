@@ -262,7 +262,8 @@ def make_clotho_sized_corpus(
     write_lines_atomic(os.path.join(output_dir, "README.txt"), README_TEXT.splitlines())
     total = sum(sizes.values())
     summary = {"clips": total, "written": len(tasks), "skipped": total - len(tasks), "wall_s": round(wall, 2),
-               "wall_s_per_clip": round(wall / max(len(tasks), 1), 4), "cpu_s_per_clip": round(cpu / max(len(tasks), 1), 4),
+               "wall_s_per_clip": round(wall / max(len(tasks), 1), 4),
+               "cpu_s_per_clip": round(cpu / max(len(tasks), 1), 4),
                "audio_hours": round(audio / 3600.0, 3), "nj": nj}
     info["complete"] = True  # no timing here: same seed and options, same bytes
     write_lines_atomic(os.path.join(output_dir, INFO_FILE), json.dumps(info, indent=1).splitlines())

@@ -99,7 +99,8 @@ def mixer_config(overrides: Dict[str, object], **fields) -> SoundscapeConfig:
             raise ValueError(f"--mixer_conf: unknown field {key!r}; fields: {', '.join(defaults)}")
         ref = defaults[key]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if (isinstance(ref, (int, float)) and not number) or (isinstance(ref, tuple) and not isinstance(value, (list, tuple))):
+        if ((isinstance(ref, (int, float)) and not number)
+                or (isinstance(ref, tuple) and not isinstance(value, (list, tuple)))):
             raise ValueError(f"--mixer_conf: {key} must be like {ref!r}, got {value!r}")
 
     def tuples(v):

@@ -127,7 +127,8 @@ class XEOptions(TrainOptions):
                                     OPTIM, valid="[0, 1)")
     mixup_alpha: float = option(
         0.0, "mixup as CoNeTTE: features and previous-word embeddings mixed with another item of the batch with a "
-             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4); xe_unit clip: clips mixed, "
+             "Beta(alpha, alpha) weight lambda >= 0.5, targets unmixed (0: off; CoNeTTE: 0.4); "
+             "xe_unit clip: clips mixed, "
              "each caption with a caption of the partner clip", OPTIM, valid=">= 0")
     xe_unit: str = option("caption", "caption: one item per caption (seed 000); clip: one encoder pass per clip, "
                                      "cross-entropy averaged over all its captions", DATA, UNITS)
@@ -147,7 +148,8 @@ class XEOptions(TrainOptions):
             "encoder (cnn14 / cnn10: PANNs' Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, zenodo.org/record/3987831; "
             "convnext: convnext_tiny_465mAP_BL_AC_70kit.pth, zenodo.org/record/8020843; beats: "
             "BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt, github.com/microsoft/unilm/tree/master/beats, its cfg "
-            "checked against encoder_conf; or caption_pretrain_tagging's pretrained.pth), its front end checked against <train_data_dir>/feats_config.yaml, the feature "
+            "checked against encoder_conf; or caption_pretrain_tagging's pretrained.pth), its front end checked "
+            "against <train_data_dir>/feats_config.yaml, the feature "
             "normalisation then the identity; freeze: true (for good), N (the first N epochs) or false: the "
             "encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr", MODEL)
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "

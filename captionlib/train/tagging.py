@@ -248,8 +248,9 @@ def train_tagging(opts: TaggingOptions) -> str:
         The path of the checkpoint.
 
     Raises:
-        ValueError: bad options (:func:`check_tagging_options`), labels (see :func:`read_labels_csv`, :func:`clip_labels`),
-            no class, or an encoder that cannot be pretrained here.
+        ValueError: bad options (:func:`check_tagging_options`), labels (see
+            :func:`read_labels_csv`, :func:`clip_labels`), no class, or an encoder that cannot
+            be pretrained here.
         FileNotFoundError: a missing dump dir file, labels CSV or ``feats_config.yaml``.
     """
     check_tagging_options(opts)

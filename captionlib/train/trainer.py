@@ -35,9 +35,9 @@ from torch import nn
 
 from captionlib.models.captioner import model_file_dict
 from captionlib.train.options import TrainOptions
+from captionlib.utils import distributed as dist_util
 from captionlib.utils.fileio import atomic_save, atomic_write_text, exp_dir_lock, load_checkpoint
 from captionlib.utils.provenance import environment, write_environment
-from captionlib.utils import distributed as dist_util
 
 #: Mixed-precision modes (``--amp``): autocast dtype on CUDA (fp16 with a gradient scaler).
 AMP_MODES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}

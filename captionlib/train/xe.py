@@ -15,11 +15,11 @@ from captionlib.data.datasets import (
     collate_captions,
     collate_clip_captions,
 )
-from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
+from captionlib.io.datadir import feats_dim
 from captionlib.models.captioner import ENCODERS, build_model, check_model_conf, xe_loss, xe_targets
+from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
 from captionlib.models.encoders import check_gradient_checkpointing
 from captionlib.text.tokenizer import load_tokenizer
-from captionlib.io.datadir import feats_dim
 from captionlib.train.common import (
     best_criteria,
     clip_validation,
@@ -35,7 +35,6 @@ from captionlib.train.trainer import set_seed
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import load_checkpoint, load_numeric_arrays, read_yaml_mapping
-
 
 #: The features config that stage 2 (``scripts/dump_feats.sh``) writes into each dump dir.
 FEATS_CONFIG = "feats_config.yaml"
@@ -165,7 +164,8 @@ def load_embedding(model, path: str, freeze: bool = False) -> None:
                          f"archive of {', '.join(sorted(vectors))}: {fix}")
     weight = model.decoder.embed.weight
     if tuple(vectors.shape) != tuple(weight.shape):
-        raise ValueError(f"{path}: word vectors of shape {vectors.shape}, the decoder embedding is {tuple(weight.shape)}")
+        raise ValueError(f"{path}: word vectors of shape {vectors.shape}, the decoder embedding is "
+                         f"{tuple(weight.shape)}")
     with torch.no_grad():
         weight.copy_(torch.as_tensor(vectors, dtype=weight.dtype))
     weight.requires_grad_(not freeze)
@@ -440,6 +440,6 @@ def train_xe(opts: XEOptions) -> None:
                         feats_config=str(Path(opts.train_data_dir) / FEATS_CONFIG) if training.pretrained else None)
     if training != EncoderTraining(training.pretrained):  # freeze or lr_factor: a resumed run must keep them
         inputs["encoder_training"] = fingerprint([training.frozen_epochs, training.lr_factor])
-    fit(opts, model, XEObjective(opts.label_smoothing, opts.mixup_alpha), train_set, collate, validate, criteria, device,
-        {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto},
+    fit(opts, model, XEObjective(opts.label_smoothing, opts.mixup_alpha), train_set, collate, validate, criteria,
+        device, {"model_conf": model_conf, "token_list": tokenizer.token_list, "bpe_proto": tokenizer.bpe_proto},
         inputs=inputs, epoch_start=encoder_freezer(model, training), encoder_lr_factor=training.lr_factor)

@@ -4,8 +4,9 @@ bounded memory.
 Each member's size is taken from the archive's central directory and checked against a
 cap before anything is read; members are then read in chunks of :data:`CHUNK_BYTES`, so that
 a member whose compressed stream expands past its stated size is refused as soon as it
-yields one byte more (zipfile is told to stop there), never decompressed whole. :data:`DEFAULT_MAX_MODEL_BYTES` is the default cap on the total size of
-an archive's members; ``caption_infer --max_model_bytes`` raises it.
+yields one byte more (zipfile is told to stop there), never decompressed whole.
+:data:`DEFAULT_MAX_MODEL_BYTES` is the default cap on the total size of an archive's members;
+``caption_infer --max_model_bytes`` raises it.
 """
 
 import copy

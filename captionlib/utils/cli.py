@@ -74,7 +74,7 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     try:
         out = yaml.load(value, Loader=UniqueKeyLoader) if value else {}
     except yaml.YAMLError as e:
-        raise argparse.ArgumentTypeError(f"not a YAML mapping: {value!r}: {_yaml_problem(e)}")
+        raise argparse.ArgumentTypeError(f"not a YAML mapping: {value!r}: {_yaml_problem(e)}") from None
     if out is None:
         return {}
     if not isinstance(out, dict):

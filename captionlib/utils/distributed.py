@@ -436,7 +436,8 @@ class BatchNorm2d(nn.BatchNorm2d):
         return y.to(x.dtype)
 
 
-def reduce_step(loss: torch.Tensor, stats: Dict[str, float], count: float) -> Tuple[torch.Tensor, Dict[str, float], bool]:
+def reduce_step(loss: torch.Tensor, stats: Dict[str, float],
+                count: float) -> Tuple[torch.Tensor, Dict[str, float], bool]:
     """Weight this rank's loss by its share of the global ``count`` and average the
     statistics over ranks, weighted by ``count`` (one collective).
 

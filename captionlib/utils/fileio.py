@@ -428,8 +428,9 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
         FileNotFoundError: no such file.
         UnsafeFileError: (a ValueError) the file holds other types, naming the file, the types
             refused (only those: not numpy's let through by ``numpy_values``; any pickle
-            protocol, torch's zip or legacy format) and the converter command (the ``latest.pth`` of older captionlib versions
-            holds numpy's RNG state and is converted once with ``caption_convert_model``).
+            protocol, torch's zip or legacy format) and the converter command (the ``latest.pth``
+            of older captionlib versions holds numpy's RNG state and is converted once with
+            ``caption_convert_model``).
         ValueError: the file is truncated or not a torch file (or one weights_only cannot
             read for another reason), naming the path.
     """

@@ -45,7 +45,7 @@ def glibc() -> Optional[ctypes.CDLL]:
         return None
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.gnu_get_libc_version
+        libc.gnu_get_libc_version  # noqa: B018 -- the lookup is the probe: AttributeError unless glibc
     except (OSError, AttributeError):
         return None
     return libc

@@ -35,6 +35,7 @@ from captionlib.utils.archive import DEFAULT_MAX_MODEL_BYTES
 from captionlib.visual import CNN_NAMES, OUTPUTS, TEMPORAL_POOLS, TORCHVISION_NAMES  # noqa: F401 (re-exported)
 from captionlib.visual.exported import check_exported_program
 from captionlib.visual.media import IMAGENET_MEAN, IMAGENET_STD
+
 _META_FILE = "captionlib_cnn.json"
 
 

@@ -93,7 +93,8 @@ def test_tiny_run_of_stages_1_to_4(tmp_path):
     assert "development 6 / validation 2 / evaluation 2 clips" in r.stdout
     assert "the captions do NOT describe the audio" in r.stdout
     assert "Projection: needs stages 5 and 6" in r.stdout
-    assert (work / "bench_pipeline.md").read_text().splitlines()[-1] == "Projection: needs stages 5 and 6 to have run (and succeeded)."
+    assert (work / "bench_pipeline.md").read_text().splitlines()[-1] == ("Projection: needs stages 5 and 6 to have run "
+                                                                          "(and succeeded).")
     recipe = work / "recipe" / "egs" / "clotho"
     assert len((recipe / "data" / "evaluation" / "wav.scp").read_text().splitlines()) == 2
     assert (recipe / "dump" / "logmel" / "development" / "feats.scp").is_file()

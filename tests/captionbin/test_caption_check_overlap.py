@@ -41,7 +41,8 @@ def dirs(tmp_path):
 
 def test_clips_in_both_sets_by_id_file_and_bytes(dirs):
     train, test = dirs
-    assert find_overlap(train, test) == {"id": [("dev-0", "dev-0")], "file": [("ev-hard", "dev-3"), ("ev-link", "dev-2")],
+    assert find_overlap(train, test) == {"id": [("dev-0", "dev-0")],
+                                         "file": [("ev-hard", "dev-3"), ("ev-link", "dev-2")],
                                          "content": [("ev-copy", "dev-1")]}
     assert find_overlap(train, test, content=False)["content"] == []
     assert find_overlap(test, test)["file"] == []  # the same clip's own file is the id's finding

@@ -126,8 +126,8 @@ def test_a_crafted_pickle_runs_nothing_even_with_trust_pickle(tmp_path, capsys):
 def test_old_packed_model_converts(tmp_path):
     import yaml
 
-    from packed_models import FEATS_CONFIG
     from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, read_packed, write_packed
+    from packed_models import FEATS_CONFIG
 
     torch.manual_seed(0)
     model_bytes = tmp_path / "m.pth"

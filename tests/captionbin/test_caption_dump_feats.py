@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 import pytest
+import soundfile as sf
 import torch
 import yaml
 

@@ -14,7 +14,6 @@ from captionlib.io.feats import FeatReader
 from captionlib.visual.cnn import RandomConvNet, load_exported
 from visual_media import write_image, write_media_scp
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -96,6 +95,7 @@ def test_torchvision_export(tmp_path, name, size):
     weights = tmp_path / f"{name}.pth"
     torch.save(getattr(models, name)(weights=None).state_dict(), weights)
     pt2 = tmp_path / f"{name}.pt2"
-    caption_export_cnn.main(["--cnn", name, "--cnn_weights", str(weights), "--image_size", str(size), "--out", str(pt2)])
+    caption_export_cnn.main(["--cnn", name, "--cnn_weights", str(weights), "--image_size", str(size),
+                             "--out", str(pt2)])
     module, meta = load_exported(pt2)
     assert meta["cnn"] == name and module(torch.randn(2, 3, size, size)).ndim == 4

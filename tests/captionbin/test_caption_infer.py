@@ -11,11 +11,19 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from packed_models import (CLIPS, IMAGES, VIDEOS, make_packed, make_visual_recipe, visual_pack_args, write_variant,
-                           write_with_pyav)
 from captionbin.caption_infer import get_parser, main
 from captionlib.audio.io import load_audio
 from captionlib.pretrained import CNN_MEMBER, PretrainedCaptioner, read_packed
+from packed_models import (
+    CLIPS,
+    IMAGES,
+    VIDEOS,
+    make_packed,
+    make_visual_recipe,
+    visual_pack_args,
+    write_variant,
+    write_with_pyav,
+)
 
 RATES = [8000, 16000, 22050, 44100, 48000]
 
@@ -80,7 +88,7 @@ def test_pyav_formats(setup, tmp_path):
     tmp, packed, audio, files = setup
     wave, sr = load_audio(CLIPS[0])
     path = write_with_pyav(tmp_path / "clip.m4a", wave, sr, "aac", 48000, layout="mono")
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 -- soundfile's error type varies (LibsndfileError, RuntimeError)
         sf.info(path)
     main(["--model", str(packed), "--output", str(tmp_path / "o.tsv"), str(path)])
     _, rows = _tsv(tmp_path / "o.tsv")

@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from packed_models import CNN_CONFIGS, make_recipe, make_visual_recipe, pack_args, visual_pack_args
 from captionbin.caption_pack import get_parser, main
-from captionlib.pretrained import (CNN_MEMBER, VISUAL_DEFAULTS, VISUAL_KEYS, PretrainedCaptioner, find_cnn_weights,
-                                   pack_model, read_packed)
+from captionlib.pretrained import (
+    CNN_MEMBER,
+    VISUAL_DEFAULTS,
+    VISUAL_KEYS,
+    PretrainedCaptioner,
+    find_cnn_weights,
+    pack_model,
+    read_packed,
+)
+from packed_models import CNN_CONFIGS, make_recipe, make_visual_recipe, pack_args, visual_pack_args
 
 
 def test_get_parser_and_usage():

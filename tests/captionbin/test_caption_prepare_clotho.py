@@ -158,7 +158,8 @@ def test_crlf_and_multiline_cells_keep_line_numbers(tmp_path):
     csv_path = root / "clotho_captions_validation.csv"
     with pytest.raises(ClothoPrepError) as e:
         prepare_clotho(root, "validation", tmp_path / "d")
-    assert f"{csv_path}:5: bad caption cell(s) for 'c.wav': caption_2: empty caption" in str(e.value)  # header=1, a=2, b=3-4, c=5
+    # the rows: header=1, a=2, b=3-4, c=5
+    assert f"{csv_path}:5: bad caption cell(s) for 'c.wav': caption_2: empty caption" in str(e.value)
     prepare_clotho(root, "validation", tmp_path / "d", skip_bad=True)
     text = read_text(tmp_path / "d" / "text")
     assert text["clotho-validation-00002-1"] == "two lines"  # whitespace runs collapsed

@@ -31,7 +31,8 @@ def test_get_parser_main_without_args_and_print_config():
 
 def test_exit_codes(tmp_path):
     common = ["--tsv", str(FIXTURE / "release" / "tgif-v1.0.tsv"), "--split_list",
-              str(FIXTURE / "release" / "splits" / "train.txt"), "--split", "train", "--gif_root", str(FIXTURE / "gifs")]
+              str(FIXTURE / "release" / "splits" / "train.txt"), "--split", "train",
+              "--gif_root", str(FIXTURE / "gifs")]
     # 1 of 8 train GIFs has no file: over the default 10%, an error (exit 1) naming it and the list
     r = _run(*common, "--output_dir", str(tmp_path / "a"))
     assert r.returncode == 1, r.stderr

@@ -319,9 +319,11 @@ def test_significance_names_a_run_without_seed_apart_too(tmp_path):
     assert sum(line.startswith(f"- `{XE}/scst_train_scst_small` vs `{XE}`, {TAG}") for line in lines) == 2, lines
     # --compare takes the names the table shows: "(no seed)" picks the run without a seed token
     rows = collect_scores(exp)
-    chosen = collect_comparisons(rows, [(f"{XE}/scst_train_scst_small (no seed)", f"{XE}/sle_train_sle_small (no seed)"),
+    chosen = collect_comparisons(rows, [(f"{XE}/scst_train_scst_small (no seed)",
+                                         f"{XE}/sle_train_sle_small (no seed)"),
                                         (f"{XE}/scst_train_scst_small", f"{XE}/sle_train_sle_small")])
-    assert [(c.model.split("/")[1], c.baseline.split("/")[1], c.seeds) for c in chosen if c.test_set == "evaluation"] == [
+    assert [(c.model.split("/")[1], c.baseline.split("/")[1], c.seeds)
+            for c in chosen if c.test_set == "evaluation"] == [
         ("sle_train_sle_small (no seed)", "scst_train_scst_small (no seed)", [None]),
         ("sle_train_sle_small", "scst_train_scst_small", [0, 1])]
 
@@ -438,7 +440,8 @@ def test_chosen_comparisons_pair_the_seeds(tmp_path, capsys):
     assert len(lines) == 2 * 2  # 2 matched pairs x 2 test sets; the unmatched pair is left out
     ens = next(line for line in lines if line.startswith(f"- `ensemble` vs `{XE}`, {TAG}, evaluation:"))
     assert all(f"seed {s}: ΔCIDEr-D +0.050, p=0.0001" in ens for s in range(3)), ens
-    sle = next(line for line in lines if line.startswith(f"- `{XE}/sle_train_sle_small` vs `{XE}/scst_train_scst_small`"))
+    sle = next(line for line in lines
+               if line.startswith(f"- `{XE}/sle_train_sle_small` vs `{XE}/scst_train_scst_small`"))
     assert sle.endswith("better in 0/3 seeds at p < 0.05")
     assert "nothing=ensemble: no run of the two" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -466,7 +469,8 @@ def test_environments_that_trained_the_models_are_listed(tmp_path):
     assert listed[:3] == [
         "- captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu, Python 3.12.3, cpu, 2 threads: `xe_a_seed0`",
         "- captionlib 0.1.0 (git c1c2108, modified), torch 2.13.0+cpu, Python 3.12.3, cpu, 2 threads, then "
-        "captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu (CUDA 12.4), Python 3.12.3, NVIDIA H100, 2 threads: `xe_a_seed1`",
+        "captionlib 0.1.0 (git c1c2108), torch 2.13.0+cpu (CUDA 12.4), Python 3.12.3, NVIDIA H100, "
+        "2 threads: `xe_a_seed1`",
         "- not recorded (no env.yaml): `xe_b`",
     ]
 

@@ -46,10 +46,9 @@ def test_caption_score_equals_cocoevalcap(tmp_path, monkeypatch):
     if reason is not None:
         pytest.skip(f"the PTB tokenizer and METEOR need Java: {reason}")
     pytest.importorskip("pycocotools")
-    from pycocotools.coco import COCO
-
     import pycocoevalcap.eval
     from pycocoevalcap.eval import COCOEvalCap
+    from pycocotools.coco import COCO
 
     images = json.loads(DATASET.read_text(encoding="utf-8"))["images"]
     hyps = {im["cocoid"]: _hypothesis(images, i) for i, im in enumerate(images)}

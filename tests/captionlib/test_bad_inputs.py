@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from bad_inputs import truncate, write_nonfinite_wav, write_raw_ark, write_wav
 from captionlib.audio.dump import dump_feats
 from captionlib.io.feats import FeatReader, FeatWriter
 from captionlib.io.stats import compute_feats_stats
 from captionlib.models.captioner import Captioner, model_file_dict
+from bad_inputs import truncate, write_nonfinite_wav, write_raw_ark, write_wav
 
 
 def test_nonfinite_audio_fails_the_dump_naming_line_clip_and_sample(tmp_path):
@@ -17,7 +17,8 @@ def test_nonfinite_audio_fails_the_dump_naming_line_clip_and_sample(tmp_path):
     bad = write_nonfinite_wav(tmp_path / "bad.wav", at=1600)
     scp = tmp_path / "wav.scp"
     scp.write_text(f"clip-a {good}\nclip-b {bad}\n")
-    with pytest.raises(ValueError, match=r"wav.scp:2: clip clip-b: .*bad.wav: 2 non-finite samples .* sample 1600 \(0.100 s\)"):
+    with pytest.raises(ValueError, match=r"wav.scp:2: clip clip-b: .*bad.wav: 2 non-finite samples "
+                                         r".* sample 1600 \(0.100 s\)"):
         dump_feats(scp, tmp_path / "feats", n_mels=16, n_fft=1024)
 
 
@@ -41,7 +42,8 @@ def test_stats_and_decoder_refuse_nonfinite_features_naming_the_clip(tmp_path):
     with pytest.raises(ValueError, match="clip-nan"):
         decode_feats_scp(str(model), str(scp), str(tmp_path / "decode"))
     wrong = write_raw_ark(tmp_path / "wrong", {"clip-40": np.zeros((30, 40))})
-    with pytest.raises(ValueError, match=r"wrong.scp: clip clip-40 has features of shape \(30, 40\), expected \(frames, 64\)"):
+    with pytest.raises(ValueError, match=r"wrong.scp: clip clip-40 has features of shape \(30, 40\), "
+                                         r"expected \(frames, 64\)"):
         decode_feats_scp(str(model), str(wrong), str(tmp_path / "decode"))
 
 
@@ -180,7 +182,8 @@ def test_truncated_mp3_is_a_warning_naming_it_or_an_error_when_strict(tmp_path, 
         assert len(load_audio(mp3)[0]) == 5 * 16000 and not caplog.records
         truncate(mp3, 0.5)
         assert len(load_audio(mp3)[0]) < 3 * 16000
-    assert any(r.getMessage().startswith(f"{mp3}: truncated? its header declares 80000 samples,") for r in caplog.records)
+    assert any(r.getMessage().startswith(f"{mp3}: truncated? its header declares 80000 samples,")
+               for r in caplog.records)
     with pytest.raises(ValueError, match=r"cut.mp3: truncated\? its header declares 80000 samples, \d+ decode"):
         load_audio(mp3, strict=True)
 
@@ -230,8 +233,8 @@ def test_training_data_of_the_wrong_dimension_names_the_clip(tmp_path):
 def test_16_bit_gray_image_is_scaled_to_8_bits_and_float_images_are_refused(tmp_path):
     from PIL import Image
 
-    from bad_inputs import write_gray16_png
     from captionlib.visual.media import load_image
+    from bad_inputs import write_gray16_png
 
     path = write_gray16_png(tmp_path / "gray16.png", width=64)
     assert Image.open(path).mode == "I;16"
@@ -247,8 +250,8 @@ def test_truncated_video_is_a_warning_naming_it_or_an_error_when_strict(tmp_path
     import re
 
     pytest.importorskip("av")
-    from bad_inputs import write_truncated_video
     from captionlib.visual.media import load_video_frames
+    from bad_inputs import write_truncated_video
     from visual_media import write_avi_with_nvops
 
     path = write_truncated_video(tmp_path / "cut.avi", num_frames=20)
@@ -269,9 +272,9 @@ def test_truncated_video_is_a_warning_naming_it_or_an_error_when_strict(tmp_path
 def test_empty_imported_features_are_refused_naming_the_clip_and_id(tmp_path, capsys):
     import re
 
-    from bad_inputs import write_h5_features
     from captionbin import caption_import_feats
     from captionlib.io.importers import import_feats
+    from bad_inputs import write_h5_features
 
     src = write_h5_features(tmp_path / "feats.h5", {"v1": np.ones((3, 8)), "v2": np.zeros((0, 8))})
     (tmp_path / "clip2id").write_text("clip-1 v1\nclip-2 v2\n")
@@ -289,8 +292,8 @@ def test_empty_imported_features_are_refused_naming_the_clip_and_id(tmp_path, ca
 
 
 def test_clotho_prep_refuses_a_one_sample_wav_naming_it_or_skips_and_counts_it(tmp_path, caplog):
-    from bad_inputs import write_samples_wav
     from captionlib.corpora.clotho import ClothoPrepError, prepare_clotho
+    from bad_inputs import write_samples_wav
 
     (tmp_path / "evaluation").mkdir()
     write_wav(tmp_path / "evaluation" / "long.wav", seconds=0.5, fs=44100)

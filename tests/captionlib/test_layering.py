@@ -42,7 +42,8 @@ FRONT_END = ("captionlib.audio", "captionlib.visual", "soundfile", "librosa", "s
 
 def test_rl_and_decode_import_no_front_end():
     modules = [
-        f"{pkg.__name__}.{m.name}" for pkg in (captionlib.rl, captionlib.decode) for m in pkgutil.iter_modules(pkg.__path__)
+        f"{pkg.__name__}.{m.name}"
+        for pkg in (captionlib.rl, captionlib.decode) for m in pkgutil.iter_modules(pkg.__path__)
     ]
     assert "captionlib.rl.policy_gradient" in modules and "captionlib.decode.search" in modules
     code = (

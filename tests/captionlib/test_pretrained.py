@@ -12,10 +12,10 @@ import soundfile as sf
 import torch
 import yaml
 
-from packed_models import CLIPS, FEATS_CONFIG, TRAIN_ENV, make_packed, make_recipe, write_variant
 from captionlib.audio.features import LogMel
 from captionlib.audio.io import load_audio
 from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, find_audio_files, pack_model, read_packed
+from packed_models import CLIPS, FEATS_CONFIG, TRAIN_ENV, make_packed, make_recipe, write_variant
 
 MEMBERS = {"manifest.json", "model.pth", "config.yaml", "tokens.txt", "feats_config.yaml", "feats_stats.npz",
            "cider_df.npz", "decode_config.yaml"}
@@ -216,7 +216,8 @@ def test_a_packed_strict_makes_a_truncated_file_an_error(tmp_path):
     cut = tmp_path / "cut.wav"
     cut.write_bytes(whole.read_bytes()[:-2000])
     lenient = PretrainedCaptioner.from_pretrained(make_packed(tmp_path / "a"))
-    strict = PretrainedCaptioner.from_pretrained(make_packed(tmp_path / "b", feats_config={**FEATS_CONFIG, "strict": True}))
+    strict = PretrainedCaptioner.from_pretrained(make_packed(tmp_path / "b",
+                                                             feats_config={**FEATS_CONFIG, "strict": True}))
     assert lenient.caption_files([cut], skip_bad=True)[0].error is None
     result = strict.caption_files([cut, whole], skip_bad=True)
     assert result[0].error is not None and "cut.wav" in result[0].error and result[1].error is None
@@ -259,7 +260,7 @@ def _assert_tampered_manifests_are_named(packed, tmp_path):
             entry.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
 
         path = rewrite("member.zip", change)
-        with zipfile.ZipFile(packed) as src, zipfile.ZipFile(tmp_path / "m2.zip", "w") as dst:
+        with zipfile.ZipFile(tmp_path / "m2.zip", "w") as dst:
             for name in zipfile.ZipFile(path).namelist():
                 dst.writestr(name, data if name == member else zipfile.ZipFile(path).read(name))
         with pytest.raises(ValueError) as e:

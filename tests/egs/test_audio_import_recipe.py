@@ -10,9 +10,9 @@ import shutil
 import librosa
 import numpy as np
 import soundfile as sf
+from test_recipes import GENERATED, ROOT, _results_rows, _run
 
 from recipe_logs import failure_report
-from test_recipes import GENERATED, ROOT, _results_rows, _run
 
 DIM = 24  # not a log-mel size: nothing may assume n_mels (the CRNN's 64) or a frame rate
 

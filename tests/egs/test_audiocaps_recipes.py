@@ -8,7 +8,6 @@ import os
 import shutil
 
 import pytest
-
 from test_recipes import EGS, GENERATED, ROOT, _results_rows, _run
 
 pytestmark = pytest.mark.long(0.45)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)

@@ -1,8 +1,9 @@
 """egs/mini_clotho with BEATs: stage 2 dumps Kaldi fbank (conf/feats_beats.yaml, frontend kaldi),
 XE loads a BEATs checkpoint in the authors' layout ({"cfg", "model"}, debug sizes, random
 weights) strictly into the captioner's encoder (checking its cfg and the dump's front end),
-frozen for the first epoch, then trained with gradient checkpointing, under a Transformer decoder; SCST, decoding, scoring and packing
-run, and caption_infer on the recipe's audio files (computing the fbank itself) gives stage 8's
+frozen for the first epoch, then trained with gradient checkpointing, under a Transformer decoder;
+SCST, decoding, scoring and packing run, and caption_infer on the recipe's audio files
+(computing the fbank itself) gives stage 8's
 captions. Its own module, so that pytest-xdist runs it beside the mini_clotho run of
 test_recipes.py."""
 
@@ -11,10 +12,10 @@ import shutil
 
 import torch
 import yaml
+from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 from captionlib.models.beats import BEATsEncoder
 from recipe_logs import failure_report
-from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 XE_CONFIG = "conf/tuning/train_xe_beats_transformer_debug.yaml"
 

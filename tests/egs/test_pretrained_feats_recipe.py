@@ -11,10 +11,10 @@ import shutil
 
 import torch
 import yaml
+from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
 from recipe_logs import failure_report
-from test_recipes import GENERATED, ROOT, _assert_caption_infer_gives_stage8, _run
 
 
 def test_mini_clotho_on_a_frozen_encoders_frames(tmp_path):

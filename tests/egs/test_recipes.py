@@ -10,9 +10,9 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import yaml
-import pytest
 
 from recipe_logs import failure_report
 
@@ -198,10 +198,13 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     assert r.returncode == 2 and "--stage must be an integer >= 0, got 'abc'" in r.stdout + r.stderr
     assert "integer expression expected" not in r.stdout + r.stderr, r.stdout + r.stderr
     for nj in ("0", "00", "x"):  # scripts/decode.sh run by itself
-        r = _run(["scripts/decode.sh", "--nj", nj, "--decode_config", "conf/decode.yaml", "m.pth", "dump/x", "out"], cwd=d)
-        assert r.returncode == 2 and f"--nj (a number of jobs) must be an integer >= 1, got '{nj}'" in r.stdout + r.stderr
+        r = _run(["scripts/decode.sh", "--nj", nj, "--decode_config", "conf/decode.yaml", "m.pth", "dump/x", "out"],
+                 cwd=d)
+        assert r.returncode == 2 and (f"--nj (a number of jobs) must be an integer >= 1, got '{nj}'"
+                                      in r.stdout + r.stderr)
     # missing configs are named before anything runs
-    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst", "--rl_config", "conf/nope.yaml"], cwd=d)
+    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst", "--rl_config", "conf/nope.yaml"],
+             cwd=d)
     assert r.returncode == 2 and "RL config conf/nope.yaml not found" in r.stdout + r.stderr
     r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--xe_config", "conf/nope.yaml"], cwd=d)
     assert r.returncode == 2 and "XE config conf/nope.yaml not found" in r.stdout + r.stderr
@@ -211,12 +214,13 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst mc_pg",
               "--rl_args", "--sample_logprobs recompute"], cwd=d)
     out = r.stdout + r.stderr
-    assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): python -m captionbin.caption_rl_train: error: "
+    assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): "
+                                  "python -m captionbin.caption_rl_train: error: "
                                   "sample_logprobs recompute is not read by rl_algo mc_pg") in out, out
     assert "Stage 6:" not in out, out
     for args, message in [
-        (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): python -m captionbin.caption_train: error: lr must be > 0, "
-                                   "got -1.0; nothing has run"),
+        (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): python -m captionbin.caption_train: "
+                                   "error: lr must be > 0, got -1.0; nothing has run"),
         (["--tagging_config", "conf/tuning/pretrain_tagging_cnn10_debug.yaml",
           "--tagging_args", "--encoder_conf '{drop_out: 0.1}'"],  # quoted as in a shell
          "the options of stage 5 (tagging pretraining): python -m captionbin.caption_pretrain_tagging: error: "
@@ -229,7 +233,8 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf '{hidden_size: 8, n_layers: 2}'"], cwd=d)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and "decoder_conf (decoder 'gru'): unknown key(s) 'n_layers' of GRUDecoder" in out, out
-    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf dropout=0.5 --decoder_conf n_layers=2"], cwd=d)
+    r = _run(["./run.sh", "--stop_stage", "5", "--xe_args", "--decoder_conf dropout=0.5 --decoder_conf n_layers=2"],
+             cwd=d)
     out = r.stdout + r.stderr  # key=value items update conf/train_xe.yaml's decoder_conf, whose keys are valid
     assert r.returncode == 2 and "unknown key(s) 'n_layers' of GRUDecoder" in out and "'dropout'" not in out, out
     # the derived dir names of the two forms differ: they set different configs
@@ -238,8 +243,8 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
         r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--word2vec", "false", "--seeds", "", "--expdir",
                   str(tmp_path / "tags"), "--dumpdir", str(tmp_path / "nodump"), "--xe_args", xe_args], cwd=d)
         names += re.findall(r"Stage 5: XE training: \S+/(xe_\S+) ", r.stdout + r.stderr)
-    assert names == ["xe_train_xe_logmel_word_decoder_confdropout-0.5", "xe_train_xe_logmel_word_decoder_confdropout0.5",
-                     "xe_train_xe_logmel_word_lr0.1"], names
+    assert names == ["xe_train_xe_logmel_word_decoder_confdropout-0.5",
+                     "xe_train_xe_logmel_word_decoder_confdropout0.5", "xe_train_xe_logmel_word_lr0.1"], names
     r = _run(["./run.sh", "--stop_stage", "5", "--rl_args", "--lr '1"], cwd=d)
     assert r.returncode == 2 and "Error: --rl_args --lr '1: No closing quotation" in r.stdout + r.stderr
     # presets: an unknown name is refused with the list, options the preset sets are refused,
@@ -325,7 +330,8 @@ def test_a_corpus_path_with_spaces_reaches_the_data_prep_whole(tmp_path):
     assert f" {root}/development/" in (d / "data" / "development" / "wav.scp").read_text()
     r = _run(["./caption.sh", "--local_data_opts", "--clotho_root 'x", "--train_sets", "a", "--valid_set", "b",
               "--test_sets", "c", "--feats_config", "x", "--xe_config", "y", "--decode_config", "z"], cwd=d)
-    assert r.returncode == 2 and "Error: --local_data_opts --clotho_root 'x: No closing quotation" in r.stdout + r.stderr
+    assert r.returncode == 2 and ("Error: --local_data_opts --clotho_root 'x: No closing quotation"
+                                  in r.stdout + r.stderr)
 
 
 @needs_utils
@@ -659,7 +665,8 @@ def _assert_caption_infer_gives_stage8(d, model_dir, tmp_path):
             clip, _, caption = line.partition(" ")
             stage8[clip] = caption
     out = tmp_path / f"captions_{model_dir.name}.json"
-    r = _run([sys.executable, "-m", "captionbin.caption_infer", "--model", str(model_dir / "packed" / "valid.cider_d.best.zip"),
+    r = _run([sys.executable, "-m", "captionbin.caption_infer",
+              "--model", str(model_dir / "packed" / "valid.cider_d.best.zip"),
               "--output", str(out), *wavs], cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     got = {wavs[row["file"]]: row["caption"] for row in json.loads(out.read_text())}

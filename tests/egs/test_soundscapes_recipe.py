@@ -5,7 +5,6 @@ import json
 import shutil
 
 import pytest
-
 from test_recipes import GENERATED, ROOT, _results_rows, _run
 
 from recipe_logs import failure_report
@@ -44,7 +43,8 @@ def test_soundscapes_small_configuration(tmp_path):
     rows = _results_rows((d / "RESULTS.md").read_text())
     xe = "xe_train_xe_crnn_tiny_logmel_word"  # the row of the seeds' mean
     cider = {k: _mean(v["CIDEr-D"]) for k, v in rows.items()}
-    prior, listen, deaf = cider[("corpus_prior", "evaluation")], cider[(xe, "evaluation")], cider[(xe, "evaluation_deaf")]
+    prior, listen, deaf = (cider[("corpus_prior", "evaluation")], cider[(xe, "evaluation")],
+                           cider[(xe, "evaluation_deaf")])
     # clear margins. Measured at 1 thread per job (at 2 threads): XE 0.655 (0.704) vs prior 0.252 and
     # deaf 0.292 (0.318); SCST reward 0.587 -> 0.645 (0.589 -> 0.704)
     assert listen > 1.5 * prior and listen > prior + 0.15, (listen, prior)

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 import yaml
-
-from recipe_logs import failure_report
 from test_recipes import _run
 from test_visual_recipes import _copy_recipe
+
+from recipe_logs import failure_report
 
 pytestmark = pytest.mark.long(0.7)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 

@@ -10,9 +10,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from test_recipes import EGS, GENERATED, RL_ALGOS, ROOT, _results_rows, _run
 
 from recipe_logs import failure_report
-from test_recipes import EGS, GENERATED, ROOT, RL_ALGOS, _results_rows, _run
 
 pytestmark = pytest.mark.long(3.5)  # minutes on 2 CPU cores: scheduled first (tests/conftest.py)
 
@@ -113,7 +113,8 @@ def test_import_route_hdf5_through_caption_sh(tmp_path):
 
     for split in ["train", "val", "test"]:
         clip2id = dict(line.split() for line in (d / "data" / split / "clip2id").read_text().splitlines())
-        reader = FeatReader(str(d / "dump" / "import" / split / "feats.scp"))  # conf name feats_import.yaml: tag "import"
+        # conf name feats_import.yaml: tag "import"
+        reader = FeatReader(str(d / "dump" / "import" / split / "feats.scp"))
         assert sorted(reader.keys()) == sorted(clip2id)
         for clip, vid in clip2id.items():
             np.testing.assert_array_equal(reader[clip], arrays[vid])
@@ -192,14 +193,16 @@ def test_mini_tgif_fixture_is_what_its_script_makes(tmp_path):
     fixture = EGS / "mini_tgif" / "tgif_fixture"
     r = _run([sys.executable, str(fixture / "make_fixture.py"), "--output_dir", str(tmp_path)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    for name in ["release/tgif-v1.0.tsv", "release/splits/train.txt", "release/splits/val.txt", "release/splits/test.txt"]:
+    for name in ["release/tgif-v1.0.tsv", "release/splits/train.txt", "release/splits/val.txt",
+                 "release/splits/test.txt"]:
         assert (tmp_path / name).read_text() == (fixture / name).read_text(), name
     made = sorted(p.name for p in (tmp_path / "gifs").iterdir())
     assert made == sorted(p.name for p in (fixture / "gifs").iterdir()) and len(made) == 12
 
     def decoded(path):
         with Image.open(path) as img:
-            return [(np.asarray(f.convert("RGB")).tobytes(), f.info.get("duration")) for f in ImageSequence.Iterator(img)]
+            return [(np.asarray(f.convert("RGB")).tobytes(), f.info.get("duration"))
+                    for f in ImageSequence.Iterator(img)]
 
     for name in made:
         assert decoded(tmp_path / "gifs" / name) == decoded(fixture / "gifs" / name), name

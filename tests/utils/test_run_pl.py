@@ -217,7 +217,8 @@ def test_torchrun_sh_usage_and_multi_node_outside_slurm(tmp_path, tool):
     assert r.rc == 0 and "torch.distributed.run" in r.out
     assert "must be a positive integer" in tool(["torchrun.sh", "--nproc_per_node", "0", "python3", "-m", "x"],
                                                 cwd=tmp_path).err
-    assert "expected <python command...> -m <module>" in tool(["torchrun.sh", "--nproc_per_node", "2"], cwd=tmp_path).err
+    assert "expected <python command...> -m <module>" in tool(["torchrun.sh", "--nproc_per_node", "2"],
+                                                              cwd=tmp_path).err
     assert "--port needs a value" in tool(["torchrun.sh", "--port"], cwd=tmp_path).err
     # a python command of several words ("env <python>") runs torchrun, whose one rank runs the module
     r = tool(["torchrun.sh", "env", sys.executable, "-m", "json.tool", "--help"], cwd=tmp_path, timeout=300)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 from captionlib.corpora.msrvtt import MsrvttPrepError, clip_id, prepare_msrvtt
+from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 
 FIXTURE = Path(__file__).resolve().parents[3] / "egs" / "mini_msrvtt" / "msrvtt_fixture"
 TRAIN_VAL = FIXTURE / "train_val_videodatainfo.json"

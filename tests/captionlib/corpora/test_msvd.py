@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 from captionlib.corpora.msvd import HEADER, MsvdPrepError, clip_id, prepare_msvd, read_mapping, split_range
+from captionlib.io.datadir import read_scp, read_spk2utt, read_text, read_utt2spk
 
 FIXTURE = Path(__file__).resolve().parents[3] / "egs" / "mini_msvd" / "msvd_fixture"
 CSV = FIXTURE / "MSR Video Description Corpus.csv"

@@ -41,7 +41,7 @@ def test_sc_fc_and_att_round_trip(tmp_path, sc_dirs, filetype):
     n = import_feats(clip2id, "sc_fc", fc, tmp_path / "fc" / "feats.1", filetype)
     assert n == {"coco-391895": 1, "coco-522418": 1}
     got = _read(tmp_path / "fc" / "feats.1")
-    for cid, a in arrays.items():
+    for cid in arrays:
         np.testing.assert_array_equal(got[f"coco-{cid}"], np.load(fc / f"{cid}.npy")[None].astype(np.float32))
     assert (tmp_path / "fc" / "feats_type.1").read_text() == "cocotalk_fc\n"
 

@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
-from _metrics_data import as_pycoco, eval_parity_set
 from pycocoevalcap.bleu.bleu import Bleu
 from pycocoevalcap.bleu.bleu_scorer import BleuScorer
 from pycocoevalcap.rouge.rouge import Rouge
 
 from captionlib.metrics.bleu import corpus_bleu, pairwise_bleu, sentence_bleu
 from captionlib.metrics.rouge import corpus_rouge_l, lcs_length, sentence_rouge_l
+from _metrics_data import as_pycoco, eval_parity_set
 
 
 def test_corpus_bleu_equals_pycocoevalcap():

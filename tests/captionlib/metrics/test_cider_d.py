@@ -4,13 +4,13 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from _metrics_data import as_pycoco, clotho_split, eval_parity_set
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.cider.cider_scorer import CiderScorer
 
 from captionlib.metrics.cider_d import CiderD, DocumentFrequency, corpus_cider_d
 from captionlib.metrics.pycoco import pycoco_cider_with_df
 from captionlib.text.cleaner import clean_words
+from _metrics_data import as_pycoco, clotho_split, eval_parity_set
 
 
 def test_corpus_cider_d_equals_pycocoevalcap_per_clip():

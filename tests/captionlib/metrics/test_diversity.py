@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from captionlib.metrics.bleu import sentence_bleu
-from captionlib.metrics.diversity import diversity_metrics, div_n, mbleu
+from captionlib.metrics.diversity import div_n, diversity_metrics, mbleu
 
 
 def test_div_n():

@@ -4,10 +4,10 @@ import os
 import shutil
 
 import pytest
-from _metrics_data import clotho_split
 
 from captionlib.metrics.scorer import SCORE_KEYS, SpiceOptions, compute_caption_scores, format_result, parse_metrics
 from captionlib.metrics.spice import CORENLP_JARS, ENV_SPICE_LIB, spice_command, spice_unavailable_reason
+from _metrics_data import clotho_split
 
 
 def _small_set(num=8):

@@ -7,7 +7,6 @@ import pytest
 from captionbin.caption_results import main as results_main
 from captionbin.caption_score import main as score_main
 from captionlib.metrics.diversity import diversity_metrics
-from captionlib.report.results import METRIC_KEYS
 from captionlib.metrics.scorer import (
     NBEST_DIVERSITY_KEYS,
     SAMPLE_CIDER_KEY,
@@ -17,6 +16,7 @@ from captionlib.metrics.scorer import (
     read_samples,
     sample_id,
 )
+from captionlib.report.results import METRIC_KEYS
 
 REFS = {
     "c1": ["a dog barks in the yard", "a dog is barking loudly"],

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from captionlib.models.beats import BEATsEncoder, FBANK_MEAN, FBANK_STD, load_pretrained
+from captionlib.models.beats import FBANK_MEAN, FBANK_STD, BEATsEncoder, load_pretrained
 from captionlib.models.panns import FrontEndMismatchError
 from captionlib.models.pretrained_load import CheckpointMismatchError
 
@@ -210,7 +210,8 @@ def test_bad_checkpoints_fail_naming_what_differs(tmp_path):
     msg = _fails(tmp_path, ValueError, cfg=None)
     assert "no 'cfg' mapping" in msg
     # layers whose copies of the shared bias table differ
-    msg = _fails(tmp_path, ValueError, **{"encoder.layers.1.self_attn.relative_attention_bias.weight": torch.zeros(64, 4)})
+    msg = _fails(tmp_path, ValueError,
+                 **{"encoder.layers.1.self_attn.relative_attention_bias.weight": torch.zeros(64, 4)})
     assert "encoder.layers.1.self_attn.relative_attention_bias.weight" in msg
     # features of another front end
     msg = _fails(tmp_path, FrontEndMismatchError, feats_config=dict(FEATS_BEATS, frontend="stft", fs=32000))

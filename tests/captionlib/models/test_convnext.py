@@ -20,11 +20,11 @@ import torch
 import yaml
 from torch.nn import functional as F
 
-from checkpoints import assert_load_fails
 from captionlib.audio.features import LogMel
 from captionlib.models.convnext import MIN_FRAMES, ConvNeXtEncoder, DropPath, load_pretrained
 from captionlib.models.panns import FRONT_END_KEYS, FrontEndMismatchError, front_end_tensors
 from captionlib.models.pretrained_load import CheckpointMismatchError
+from checkpoints import assert_load_fails
 
 REPO = Path(__file__).resolve().parents[3]
 FEATS_CONVNEXT = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_convnext.yaml").read_text())

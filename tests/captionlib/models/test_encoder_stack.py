@@ -8,8 +8,8 @@ import torch
 from captionlib.models.captioner import Captioner, build_model
 from captionlib.models.panns import Cnn10Encoder
 
-CONF = dict(vocab_size=12, feats_dim=64, encoder="cnn10", encoder_conf={"transformer": {"num_layers": 2, "d_model": 32,
-                                                                                        "nhead": 4, "dim_feedforward": 64}},
+CONF = dict(vocab_size=12, feats_dim=64, encoder="cnn10",
+            encoder_conf={"transformer": {"num_layers": 2, "d_model": 32, "nhead": 4, "dim_feedforward": 64}},
             decoder="transformer", decoder_conf={"num_layers": 1, "d_model": 32, "nhead": 4, "dim_feedforward": 64})
 
 

@@ -57,7 +57,8 @@ def _step(enc, feats, lengths, seed):
     weights = torch.linspace(-1, 1, frames.numel()).view_as(frames)
     (v.square().sum() + (frames * weights).sum()).backward()
     _uncount(enc)
-    return v.detach(), frames.detach(), {k: p.grad.clone() for k, p in enc.named_parameters() if p.grad is not None}, calls
+    grads = {k: p.grad.clone() for k, p in enc.named_parameters() if p.grad is not None}
+    return v.detach(), frames.detach(), grads, calls
 
 
 @pytest.mark.parametrize("cls,conf", [(BEATsEncoder, BEATS_TINY), (ConvNeXtEncoder, CONVNEXT_TINY)],

@@ -18,14 +18,19 @@ import torch
 import yaml
 from torch.nn import functional as F
 
-from checkpoints import assert_load_fails
 from captionlib.decode.search import greedy_search
 from captionlib.models.captioner import Captioner
 from captionlib.models.encoding import BatchParts
 from captionlib.models.panns import (
-    FRONT_END_KEYS, Cnn10Encoder, Cnn14Encoder, FrontEndMismatchError, front_end_tensors, load_pretrained,
+    FRONT_END_KEYS,
+    Cnn10Encoder,
+    Cnn14Encoder,
+    FrontEndMismatchError,
+    front_end_tensors,
+    load_pretrained,
 )
 from captionlib.models.pretrained_load import CheckpointMismatchError
+from checkpoints import assert_load_fails
 
 REPO = Path(__file__).resolve().parents[3]
 FEATS_PANNS = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml").read_text())

@@ -7,7 +7,13 @@ import torch
 from captionlib.decode.ensemble import Ensemble
 from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.models.captioner import (
-    DECODERS, ENCODERS, Captioner, count_parameters, load_model_file, model_feats_dim, model_file_dict,
+    DECODERS,
+    ENCODERS,
+    Captioner,
+    count_parameters,
+    load_model_file,
+    model_feats_dim,
+    model_file_dict,
 )
 from captionlib.models.encoders import LinearEncoder, RNNEncoder
 from captionlib.models.encoding import BatchParts, cat_encodings, pooled
@@ -178,7 +184,8 @@ def test_model_files_round_trip_and_read_the_old_feature_key(tmp_path):
 
 
 @pytest.mark.parametrize("change, expected", [
-    (lambda o: o["token_list"].extend(["x", "y"]), f"its token_list has {V + 2} tokens, its model_conf vocab_size is {V}"),
+    (lambda o: o["token_list"].extend(["x", "y"]),
+     f"its token_list has {V + 2} tokens, its model_conf vocab_size is {V}"),
     (lambda o: o["token_list"].pop(), f"its token_list has {V - 1} tokens"),
     (lambda o: o["model_conf"].update(bogus=1), "unexpected keyword argument 'bogus'"),
     (lambda o: o.update(model_conf="crnn"), "model_conf must be a mapping and token_list a list, got str"),
@@ -211,7 +218,8 @@ def test_caption_train_offers_the_registry():
      r"encoder_conf \(encoder 'linear'\): unknown key\(s\) 'output_sise' of LinearEncoder; its keys: output_size"),
     (dict(encoder="linear", encoder_conf={"transformer": {"n_layers": 1}}),
      r"encoder_conf\.transformer: unknown key\(s\) 'n_layers' of TransformerEncoderStack"),
-    (dict(encoder="linear", specaug_conf={"time_mask": 3}), r"specaug_conf: unknown key\(s\) 'time_mask' of SpecAugment"),
+    (dict(encoder="linear", specaug_conf={"time_mask": 3}),
+     r"specaug_conf: unknown key\(s\) 'time_mask' of SpecAugment"),
 ])
 def test_an_unknown_conf_key_is_named_with_the_keys_taken(conf, expected):
     """A typo in a nested mapping used to end in Python's TypeError, naming the class's

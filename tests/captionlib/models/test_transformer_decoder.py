@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_registry import D, V, _feats  # vocabulary 14 (0 = padding, 13 = eos), feature size 24, padded clips
 from torch import nn
 
 from captionlib.decode.ensemble import Ensemble
@@ -14,7 +15,6 @@ from captionlib.decode.search import beam_search, greedy_search, sample
 from captionlib.models.captioner import Captioner, load_model_file, model_file_dict, xe_loss, xe_targets
 from captionlib.models.encoding import BatchParts
 from captionlib.models.transformer import TransformerDecoder, row_slots, sinusoidal_positions
-from test_registry import D, V, _feats  # vocabulary 14 (0 = padding, 13 = eos), feature size 24, padded clips
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = dict(num_layers=2, d_model=16, nhead=4, dim_feedforward=32)

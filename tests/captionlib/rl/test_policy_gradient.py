@@ -9,6 +9,7 @@ from captionlib.text.tokenizer import Tokenizer
 from rl_doubles import TOKENS, WordSetReward, train_rewards
 from rl_doubles import tiny_captioner as _model
 
+
 def _batch():
     return ["c1", "c2"], torch.randn(2, 40, 64), torch.tensor([40, 32])
 

@@ -8,9 +8,9 @@ import torch
 
 from captionlib.decode.search import sample
 from captionlib.models.captioner import Captioner
+from captionlib.rl import policy_gradient
 from captionlib.rl.actor_critic import ActorCritic
 from captionlib.rl.options import RLOptions
-from captionlib.rl import policy_gradient
 from captionlib.rl.policy_gradient import SCST, PolicyGradient, teacher_forced_logprobs
 from captionlib.rl.sle import SLE
 from captionlib.rl.train import train_rl

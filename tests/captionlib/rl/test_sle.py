@@ -11,6 +11,7 @@ from captionlib.text.tokenizer import Tokenizer
 from rl_doubles import TOKENS, WordSetReward, train_rewards
 from rl_doubles import tiny_captioner as _model
 
+
 def _batch():
     torch.manual_seed(123)
     return ["c1", "c2"], torch.randn(2, 40, 64), torch.tensor([40, 32])
@@ -30,7 +31,7 @@ def _loo_reference(dbar):
     q = [sum(dbar[j][k] for k in range(s) if k != j) / (s - 1) for j in range(s)]
     b = []
     for j in range(s):
-        pairs = [dbar[k][l] for k in range(s) for l in range(s) if k != l and j not in (k, l)]
+        pairs = [dbar[k][m] for k in range(s) for m in range(s) if k != m and j not in (k, m)]
         b.append(np.mean(pairs) if pairs else 0.0)
     return np.array(q), np.array(b)
 

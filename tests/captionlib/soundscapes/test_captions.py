@@ -73,8 +73,8 @@ def test_deterministic_given_events_and_rng_state():
     np.random.seed(1), random.seed(1)  # global generators play no part
     assert caps(clip, seed=7) == first
     assert caps(clip[::-1], seed=7) == first  # input order plays no part
-    for clip in ([DOG], [DOG, BELL], [DOG, BELL_OVL], clip):
-        assert len({tuple(caps(clip, seed=s)) for s in range(5)}) > 1
+    for events in ([DOG], [DOG, BELL], [DOG, BELL_OVL], clip):
+        assert len({tuple(caps(events, seed=s)) for s in range(5)}) > 1
 
 
 @pytest.mark.parametrize("second", [False, True])
@@ -105,7 +105,7 @@ def test_captions_mention_their_events_and_no_other():
 
 
 def test_captions_distinct_and_styled():
-    for events, captions in random_clips():
+    for _events, captions in random_clips():
         assert len(captions) == 5 and len(set(captions)) == 5, captions
         for cap in captions:
             assert cap[0].isupper() and cap.endswith(".") and cap.count(".") == 1, cap
@@ -179,7 +179,7 @@ def test_repetition_and_loudness_words(counts, louds):
                 for cap in caps(events[:n], seed):
                     assert len(re.findall(r"\btwice\b", cap)) == sum(c == 2 for c, _ in used), cap
                     assert len(re.findall(REPEAT_WORDS, cap)) == sum(c >= 3 for c, _ in used), cap
-                    n_loud, n_far = (sum(l == w for _, l in used) for w in ("loud", "distant"))
+                    n_loud, n_far = (sum(loudness == w for _, loudness in used) for w in ("loud", "distant"))
                     assert len(re.findall(LOUD_WORDS, cap, re.I)) == n_loud, cap
                     assert len(re.findall(DISTANT_WORDS, cap, re.I)) == n_far, cap
 

@@ -78,7 +78,8 @@ def test_library_esc50_layout(tmp_path):
         "1-100-A-0.wav,1,0,dog,True,100,A\n1-200-A-41.wav,1,41,chainsaw,False,200,A\n"
     )
     lib = load_event_library(root)
-    assert [(e.label, e.noun, e.verb_3sg) for e in lib] == [("dog", "a dog", "barks"), ("chainsaw", "a chainsaw", "runs")]
+    assert [(e.label, e.noun, e.verb_3sg) for e in lib] == [("dog", "a dog", "barks"),
+                                                            ("chainsaw", "a chainsaw", "runs")]
     assert len(ESC50_PHRASES) == 50
 
 

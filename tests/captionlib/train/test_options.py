@@ -106,8 +106,8 @@ def test_no_function_is_longer_than_80_lines():
      "encoder_conf.pretrained and init_param both initialise the encoder"),
     ("caption_train", ["--decoder_conf", "{hidden_size: [8}"],  # was a yaml traceback
      "argument --decoder_conf: not a YAML mapping: '{hidden_size: [8}': expected ',' or ']', but got '}' at column 17"),
-    ("caption_train", ["--decoder_conf", "{a: 1, a: 2}"], "argument --decoder_conf: not a YAML mapping: '{a: 1, a: 2}': "
-                                                          "found duplicate key 'a' at column 8"),
+    ("caption_train", ["--decoder_conf", "{a: 1, a: 2}"],
+     "argument --decoder_conf: not a YAML mapping: '{a: 1, a: 2}': found duplicate key 'a' at column 8"),
     ("caption_rl_train", ["--max_epoch", "0"], "max_epoch must be >= 1, got 0"),
     ("caption_rl_train", ["--alpha", "1.5"], "alpha must be in [0, 1], got 1.5"),
     ("caption_rl_train", ["--num_samples", "0"], "num_samples must be >= 1, got 0"),
@@ -116,8 +116,10 @@ def test_no_function_is_longer_than_80_lines():
      "sample_logprobs recompute is not read by rl_algo mc_pg"),
     ("caption_rl_train", ["--rl_algo", "ac", "--entropy_weight", "0.01"],
      "entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo ac"),
-    ("caption_rl_train", ["--rl_algo", "sle", "--num_samples", "1"], "sle needs num_samples >= 2 (pairs of samples), got 1"),
-    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--baseline", "mean"], "baseline 'mean' needs num_samples >= 2"),
+    ("caption_rl_train", ["--rl_algo", "sle", "--num_samples", "1"],
+     "sle needs num_samples >= 2 (pairs of samples), got 1"),
+    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--baseline", "mean"],
+     "baseline 'mean' needs num_samples >= 2"),
     ("caption_rl_train", ["--rl_algo", "multitask", "--baseline", "mean"], "baseline 'mean' needs num_samples >= 2"),
     ("caption_rl_train", ["--reward", "cider_d:1,bleu:1"], "reward 'cider_d:1,bleu:1': unknown metric 'bleu'"),
     ("caption_rl_train", ["--reward", "spider", "--spice_lib_dir", "/nonexistent"], "needs SPICE, which cannot run"),
@@ -163,7 +165,8 @@ def test_tagging_checks_its_encoder_conf_before_anything_is_loaded(tmp_path, cap
            "--output_dir", str(tmp_path / "exp"), "--encoder", "cnn10"]
     with pytest.raises(SystemExit) as e:
         main(cmd + ["--encoder_conf", "{drop_out: 0.2}"])
-    assert e.value.code == 2 and "encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out' of Cnn10" in capsys.readouterr().err
+    assert e.value.code == 2 and ("encoder_conf (encoder 'cnn10'): unknown key(s) 'drop_out' of Cnn10"
+                                  in capsys.readouterr().err)
     with pytest.raises(SystemExit) as e:
         main(cmd + ["--encoder_conf", "{classes_num: 3}"])
     assert e.value.code == 2 and "encoder_conf.classes_num is set from the labels" in capsys.readouterr().err
@@ -203,5 +206,6 @@ def test_library_calls_are_checked_too_and_a_bad_model_key_is_named(tmp_path):
     tokens.write_text("<blank>\n<unk>\na\n<sos/eos>\n")
     opts = XEOptions(train_data_dir=str(data), valid_data_dir=str(data), output_dir=str(tmp_path / "exp"),
                      token_list=str(tokens), encoder="linear", decoder="gru", decoder_conf={"hidden_sise": 8})
-    with pytest.raises(ValueError, match=r"decoder_conf \(decoder 'gru'\): unknown key\(s\) 'hidden_sise' of GRUDecoder"):
+    with pytest.raises(ValueError,
+                       match=r"decoder_conf \(decoder 'gru'\): unknown key\(s\) 'hidden_sise' of GRUDecoder"):
         train_xe(opts)

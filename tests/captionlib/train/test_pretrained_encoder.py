@@ -16,8 +16,6 @@ import torch
 import yaml
 from torch import nn
 
-from bad_inputs import CodeOnLoad
-from dump_dirs import tiny_dump_dir
 from captionlib.models.captioner import Captioner, load_model_file
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
 from captionlib.models.pretrained_load import CheckpointMismatchError, read_state_dict
@@ -26,6 +24,8 @@ from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
 from captionlib.train.xe import EncoderTraining, split_encoder_conf, train_xe
 from captionlib.utils.fileio import UnsafeFileError
+from bad_inputs import CodeOnLoad
+from dump_dirs import tiny_dump_dir
 
 REPO = Path(__file__).resolve().parents[3]
 FEATS_PANNS = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml").read_text())

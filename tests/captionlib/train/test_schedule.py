@@ -5,13 +5,13 @@ import math
 
 import pytest
 import torch
+from test_trainer import Objective  # counts its calls; raises KeyboardInterrupt at fail_at
 from torch import nn
 
 from captionlib.models.captioner import Captioner
 from captionlib.train.options import TrainOptions
 from captionlib.train.schedule import lr_factor, make_optimizer, param_groups
 from captionlib.train.trainer import Trainer
-from test_trainer import Objective  # counts its calls; raises KeyboardInterrupt at fail_at
 
 CONF = {"vocab_size": 12, "encoder": "linear", "encoder_conf": {"output_size": 8, "dropout": 0.0},
         "decoder_conf": {"embed_size": 8, "hidden_size": 8, "dropout": 0.0}, "feats_dim": 16}

@@ -11,7 +11,6 @@ import pytest
 import torch
 import yaml
 
-from dump_dirs import tiny_dump_dir
 from captionlib.data.datasets import AudioRefsDataset
 from captionlib.models.panns import FRONT_END_KEYS, Cnn10Encoder, load_pretrained
 from captionlib.models.pretrained_load import CheckpointMismatchError
@@ -23,6 +22,7 @@ from captionlib.train.tagging import (
     tagging_validation,
     train_tagging,
 )
+from dump_dirs import tiny_dump_dir
 
 REPO = Path(__file__).resolve().parents[3]
 FEATS_PANNS = yaml.safe_load((REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml").read_text())
@@ -130,7 +130,8 @@ def test_keywords_from_captions_and_bad_options(tmp_path):
 
 
 def test_convnext_is_pretrained_and_loaded_as_its_authors_lay_it_out(tmp_path):
-    from captionlib.models.convnext import ConvNeXtEncoder, load_pretrained as load_convnext
+    from captionlib.models.convnext import ConvNeXtEncoder
+    from captionlib.models.convnext import load_pretrained as load_convnext
 
     data = tiny_dump_dir(tmp_path / "d", FEATS_PANNS)
     path = train_tagging(_opts(tmp_path, data, encoder="convnext", max_epoch=1))
@@ -143,8 +144,8 @@ def test_convnext_is_pretrained_and_loaded_as_its_authors_lay_it_out(tmp_path):
 def test_resuming_from_a_code_running_latest_pth_is_refused_in_one_line(tmp_path, capsys):
     """As the other loaders: the refusal (naming the file, what it holds and the converter), exit 1,
     no traceback, and the crafted file's code never runs."""
-    from bad_inputs import write_code_running_torch_file
     from captionbin.caption_pretrain_tagging import main
+    from bad_inputs import write_code_running_torch_file
 
     data = tiny_dump_dir(tmp_path / "d", FEATS_PANNS)
     opts = _opts(tmp_path, data, max_epoch=1)

@@ -6,9 +6,9 @@ import yaml
 from torch import nn
 
 from captionlib.models.captioner import Captioner, load_model_file
+from captionlib.train import trainer as trainer_module
 from captionlib.train.average import average_checkpoints
 from captionlib.train.options import TrainOptions
-from captionlib.train import trainer as trainer_module
 from captionlib.train.trainer import Trainer
 
 CONF = {"vocab_size": 12, "decoder_conf": {"hidden_size": 8}}

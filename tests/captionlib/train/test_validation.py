@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from captionlib.data.datasets import AudioRefsDataset, ClipCaptionsDataset, CaptionDataset, collate_captions
+from captionlib.data.datasets import AudioRefsDataset, CaptionDataset, ClipCaptionsDataset, collate_captions
 from captionlib.decode.search import greedy_search
 from captionlib.io.feats import FeatWriter
 from captionlib.metrics.bleu import corpus_bleu

@@ -104,8 +104,8 @@ def test_mapping_options_take_key_value_items_that_update_the_config(tmp_path, c
     def parse(*cmd):
         return parse_args(train_parser(), ["--config", str(conf), *cmd])
 
-    args = parse("--decoder_conf", "dropout=0.5", "--decoder_conf=num_layers=2", "--encoder_conf", "transformer.d_model=8",
-                 "--encoder_conf", "transformer.nhead=2", "--lr", "0.01")
+    args = parse("--decoder_conf", "dropout=0.5", "--decoder_conf=num_layers=2",
+                 "--encoder_conf", "transformer.d_model=8", "--encoder_conf", "transformer.nhead=2", "--lr", "0.01")
     assert args.decoder_conf == {"hidden_size": 16, "dropout": 0.5, "num_layers": 2} and args.lr == 0.01
     assert args.encoder_conf == {"rnn_units": 8, "transformer": {"d_model": 8, "nhead": 2}}
     assert parse("--decoder_conf", "{hidden_size: 4}", "--decoder_conf", "x=[1, 2]").decoder_conf == {

@@ -18,7 +18,8 @@ HOLDER = ("import sys, time\nfrom captionlib.utils.fileio import exp_dir_lock\n"
 # A launcher: starts the holder, prints its PID once it holds the lock, and exits at once when
 # argv[2] is "exit" (its holder is then an orphan), else waits for it.
 LAUNCHER = ("import subprocess, sys\n"
-            "p = subprocess.Popen([sys.executable, '-c', sys.argv[3], sys.argv[1]], stdout=subprocess.PIPE, text=True)\n"
+            "p = subprocess.Popen([sys.executable, '-c', sys.argv[3], sys.argv[1]], stdout=subprocess.PIPE, "
+            "text=True)\n"
             "assert p.stdout.readline() == 'locked\\n'\n"
             "print(p.pid, flush=True)\n"
             "if sys.argv[2] != 'exit':\n    p.wait()\n")

@@ -33,9 +33,8 @@ def test_text_with_a_file_name_that_is_not_utf8(tmp_path):
 def test_atomic_writes_get_the_mode_of_open(tmp_path, monkeypatch):
     """mkstemp's 0600 made every model, checkpoint and data-dir file unreadable to the group on a
     shared cluster; the files get what open() gives (0666 less the umask), as the others do."""
-    from captionlib.io.datadir import write_scp
-
     import captionlib.utils.fileio as fileio
+    from captionlib.io.datadir import write_scp
 
     monkeypatch.setattr(fileio, "_UMASK", 0o027)  # read at import: the process's umask then
     old = os.umask(0o027)

@@ -23,7 +23,6 @@ from captionlib.utils.provenance import (
 )
 
 
-
 def _warnings(caplog):
     """The warnings logged (the INFO lines of write_environment are captured too where an
     earlier test of the process left the root logger at INFO)."""

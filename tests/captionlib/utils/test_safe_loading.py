@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 import torch
 
+from captionlib.metrics.cider_d import DocumentFrequency
+from captionlib.models.captioner import Captioner, load_model_file, model_file_dict
+from captionlib.utils.fileio import UnsafeFileError, load_checkpoint
 from bad_inputs import (
-    replace_zip_member,
     write_code_running_npz,
     write_code_running_pickle,
     write_code_running_torch_file,
     write_raw_ark,
     write_wav,
 )
-from captionlib.metrics.cider_d import DocumentFrequency
-from captionlib.models.captioner import Captioner, load_model_file, model_file_dict
-from captionlib.utils.fileio import UnsafeFileError, load_checkpoint
 
 TOKENS = ["<blank>", "<unk>", "a", "and", "barks", "bird", "dog", "falls", "rain", "sings", "<sos/eos>"]
 CONF = {"vocab_size": len(TOKENS), "feats_dim": 16, "encoder": "linear", "encoder_conf": {"output_size": 8},
@@ -168,10 +167,10 @@ def test_document_frequencies_refuse_pickles_and_object_arrays(tmp_path, marker)
 
 
 def _packed(tmp_path, model_bytes, extra=None):
-    from packed_models import FEATS_CONFIG
     import yaml
 
     from captionlib.pretrained import PACKED_FORMAT, PACKED_VERSION, write_packed
+    from packed_models import FEATS_CONFIG
 
     members = {"model.pth": model_bytes, "feats_config.yaml": yaml.safe_dump(FEATS_CONFIG).encode(), **(extra or {})}
     return write_packed(tmp_path / "packed.zip", {"format": PACKED_FORMAT, "version": PACKED_VERSION}, members)
@@ -203,8 +202,8 @@ def test_an_old_packed_model_loads_and_its_pickled_member_is_never_unpickled(tmp
 
 
 def test_caption_pack_refuses_a_crafted_model_file_and_cider_df(tmp_path, evil_model, marker, capsys):
-    from packed_models import make_recipe, pack_args
     from captionbin.caption_pack import main
+    from packed_models import make_recipe, pack_args
 
     recipe = make_recipe(tmp_path / "recipe")
     with pytest.raises(SystemExit):
@@ -227,7 +226,8 @@ def test_caption_average_checkpoints_refuses_a_crafted_epoch_file(tmp_path, evil
     exp.mkdir()
     shutil.copy(model_file, exp / "1epoch.pth")
     shutil.copy(evil_model, exp / "2epoch.pth")
-    (exp / "history.json").write_text(json.dumps([{"epoch": 1, "valid_cider_d": 0.1}, {"epoch": 2, "valid_cider_d": 0.2}]))
+    (exp / "history.json").write_text(json.dumps([{"epoch": 1, "valid_cider_d": 0.1},
+                                                  {"epoch": 2, "valid_cider_d": 0.2}]))
     with pytest.raises(SystemExit) as e:
         main(["--exp_dir", str(exp), "--nbest", "2"])
     assert e.value.code == 1
