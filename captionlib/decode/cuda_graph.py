@@ -2,7 +2,7 @@
 
 On a GPU, :func:`~captionlib.decode.search.sample`'s loop is bound by the host, not by the
 device: on an H100 a decoder step of 32 rows computes in far less than the host time of
-launching it (README "Speed", 2026-11-26: each compiled call of ``reduce-overhead`` cost
+launching it (bench/README.md, "Speed": each compiled call of ``reduce-overhead`` cost
 200-330 us of host time, and the greedy baseline and the samples took 26 ms of a 62 ms SCST
 update against a 31 ms XE update). Here the loop's every step, all ``max_len`` of them with no
 early exit and no host synchronisation (:func:`~captionlib.decode.search.decode_loop` with
@@ -39,7 +39,7 @@ from typing import Any, List, Optional
 
 import torch
 
-from captionlib.decode.search import SampleOutput, decode_loop, trimmed
+from captionlib.decode.loop import SampleOutput, decode_loop, trimmed
 from captionlib.models.encoding import BatchParts
 from captionlib.utils.distributed import row_sharded
 

@@ -27,7 +27,7 @@ ENCODERS = {"crnn": CRNNEncoder, "linear": LinearEncoder, "rnn": RNNEncoder, "cn
 #: Clips per encoder call in eval mode, by device type (see :meth:`Captioner.encode`). A device
 #: type not listed encodes the whole batch in one call: on an H100, 32 clips of 15-30 s encode
 #: 2.2-2.3x faster in one call than in chunks of 8, while on 2 CPU cores chunks are 1.1-1.2x faster
-#: (``bench/bench_train.py``, README "Speed").
+#: (``bench/bench_train.py``, bench/README.md, "Speed").
 EVAL_CHUNK = {"cpu": 8}
 DECODERS = {"gru": GRUDecoder, "lstm": LSTMDecoder, "att_lstm": TopDownDecoder, "transformer": TransformerDecoder}
 

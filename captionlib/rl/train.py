@@ -44,7 +44,7 @@ def warn_cuda_graphs_with_loop_gradients(opts: RLOptions, cls: type) -> None:
     every step of the sampling loop (``sample_logprobs: loop``, or an objective that reads no
     ``sample_logprobs``): CUDA graph trees (``reduce-overhead``, ``max-autotune``) then take their
     slow path, and on an H100 SCST and REINFORCE+ updates were 9-11x slower than with eager
-    sampling (README "Speed", 2026-11-26); ``cuda-graph`` draws such samples eagerly."""
+    sampling (bench/README.md, "Speed"); ``cuda-graph`` draws such samples eagerly."""
     if opts.sample_logprobs != "loop" and "sample_logprobs" in getattr(cls, "options_read", ()):
         return
     if opts.decode_compile in CUDA_GRAPH_MODES:

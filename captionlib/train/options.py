@@ -1,4 +1,4 @@
-"""The options of the training entry points, each written once (issue 23).
+"""The options of the training entry points, each written once.
 
 One dataclass per trainer: :class:`TrainOptions` holds what XE (stage 5) and RL (stage 6)
 share, :class:`XEOptions` and :class:`captionlib.rl.options.RLOptions` add their own. Each

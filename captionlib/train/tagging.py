@@ -1,4 +1,4 @@
-"""Audio tagging pretraining of a captioner's encoder (``caption_pretrain_tagging``, issue 26).
+"""Audio tagging pretraining of a captioner's encoder (``caption_pretrain_tagging``).
 
 PANNs (Kong et al., "PANNs: Large-Scale Pretrained Audio Neural Networks for Audio Pattern
 Recognition", IEEE/ACM TASLP 28, 2020, sec. III) train CNN14 / CNN10 on AudioSet's clip-level

@@ -15,10 +15,10 @@ it are mapped and unmapped like the largest ones.
 On the Clotho recipe's XE stage (seed 000's CRNN + GRU, length-bucketed batches of 32 clips of
 15-30 s, one thread), 60 updates peaked at 4,787 MiB of RSS with glibc's default and at 3,035
 MiB with a 4 MiB threshold (2,935 MiB with 1 MiB, 3,657 MiB with 16 MiB), and the default's
-RSS kept rising with the steps (to 7.7 GiB at the end of a full epoch: README "Speed"); the
+RSS kept rising with the steps (to 7.7 GiB at the end of a full epoch: bench/README.md, "Speed"); the
 updates were the same. Over whole epochs with the recipe's 2 threads, XE and SCST peaked at
 3,206 and 3,354 MiB (7,850 and 7,611 before). It costs some speed, since every mapped tensor is
-faulted in afresh: the two stages took about 4% longer (README "Speed";
+faulted in afresh: the two stages took about 4% longer (bench/README.md, "Speed";
 ``bench/bench_heap.py`` compares settings).
 
 Reference: ``mallopt(3)``, glibc ``malloc/malloc.c`` (``M_MMAP_THRESHOLD``,

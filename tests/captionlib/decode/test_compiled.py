@@ -11,7 +11,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from captionlib.decode import search
+from captionlib.decode import loop, search
 from captionlib.decode.options import COMPILE_MODES
 from captionlib.decode.search import compiled, greedy_search, sample
 from captionlib.models.captioner import Captioner
@@ -150,16 +150,16 @@ def test_outputs_of_cuda_graph_replays_are_cloned_through_decoder_states():
 
 def test_compile_modes_are_checked_and_row_sharded_draws_stay_eager(monkeypatch, caplog):
     assert TrainOptions.__dataclass_fields__["decode_compile"].default == "none"
-    assert compiled(search._draw_step, "none") is search._draw_step
+    assert compiled(loop._draw_step, "none") is loop._draw_step
     with pytest.raises(ValueError, match="compile mode must be one of none, default, reduce-overhead"):
-        compiled(search._draw_step, "reduce_overhead")
+        compiled(loop._draw_step, "reduce_overhead")
     assert set(COMPILE_MODES) >= {"none", "default", "reduce-overhead", "aot_eager"}
     # several ranks drawing the global batch's rows: a collective per draw cannot be captured
     monkeypatch.setattr(search, "row_sharded", lambda: True)
     monkeypatch.setattr(search, "_EAGER_LOGGED", [])
     with caplog.at_level(logging.WARNING):
-        assert compiled(search._draw_step, "reduce-overhead") is search._draw_step
-        assert compiled(search._step_and_draw, "reduce-overhead") is search._step_and_draw
+        assert compiled(loop._draw_step, "reduce-overhead") is loop._draw_step
+        assert compiled(loop._step_and_draw, "reduce-overhead") is loop._step_and_draw
     assert [r.getMessage() for r in caplog.records].count(
         "compile mode reduce-overhead: sampling runs eagerly under row-sharded randomness (several ranks)") == 1
 
