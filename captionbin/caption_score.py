@@ -19,6 +19,13 @@ the clip's references with the document frequencies of the scored references, as
 hypotheses. Without them those keys are null with a reason in ``skipped``. ``Vocab``
 (distinct words of the 1-best hypotheses) is always written.
 
+Fluency (``--metrics ...,fluency``; see :mod:`captionlib.metrics.fluency_score`): ``FER (rules)``
+and ``FER (detector)``, the fractions of the hypotheses flagged by the rules and by the detector
+of ``--fluency_model`` (trained by ``caption_train_fluency``; without one it is null and the
+output says the rules alone were used), and ``CIDEr-D-FL`` / ``SPIDEr-FL``: the per-clip CIDEr-D /
+SPIDEr times 0.1 where the caption is flagged, averaged (SPIDEr-FL as in DCASE 2023; it needs
+SPICE). These keys are written only when ``fluency`` is requested.
+
 Usage:
     python -m captionbin.caption_score --ref_dir data/evaluation \\
         --hyp exp/xe/decode_greedy/evaluation/text \\
@@ -26,6 +33,9 @@ Usage:
         --output exp/xe/decode_greedy/evaluation/score.json [--spice_lib_dir tools/spice_lib] \\
         [--hyp_samples exp/xe/decode_greedy/evaluation/text_samples] \\
         [--hyp_nbest exp/xe/decode_greedy/evaluation/text_nbest]
+    python -m captionbin.caption_score --ref_dir data/evaluation --hyp exp/rl/decode/evaluation/text \
+        --metrics cider_d,spider,fluency --fluency_model exp/fluency/detector.pth \
+        --output exp/rl/decode/evaluation/score.json
 """
 
 import logging
@@ -50,7 +60,11 @@ def get_parser():
                         help="N-best beam hypotheses <clip-id>#<rank> <caption> (caption_decode --nbest) "
                              "for Div-1 (beams), Div-2 (beams), mBLEU-4 (beams)")
     parser.add_argument("--metrics", default="bleu,meteor,rouge_l,cider_d,spice,spider",
-                        help="comma-separated: bleu, bleu_1..bleu_4, meteor, rouge_l, cider_d, spice, spider")
+                        help="comma-separated: bleu, bleu_1..bleu_4, meteor, rouge_l, cider_d, spice, spider, "
+                             "fluency (FER and CIDEr-D-FL, SPIDEr-FL)")
+    parser.add_argument("--fluency_model", type=str_or_none, default=None,
+                        help="fluency detector of caption_train_fluency (e.g. exp/fluency/detector.pth) for "
+                             "--metrics fluency; none: the rules alone flag captions")
     parser.add_argument("--spice_lib_dir", type=str_or_none, default=None,
                         help="dir with stanford-corenlp-3.6.0.jar and -models.jar (else $CAPTIONLIB_SPICE_LIB)")
     parser.add_argument("--spice_cache_dir", type=str_or_none, default=None,
@@ -79,6 +93,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         score_caption_files(
             ref_dir=args.ref_dir, hyp=args.hyp, output=args.output, metrics=args.metrics,
             hyp_samples=args.hyp_samples, hyp_nbest=args.hyp_nbest, spice=spice, java=args.java,
+            fluency_model=args.fluency_model,
         )
     except (ValueError, OSError) as e:  # OSError: a missing file, a directory given as a file
         logging.error("%s", e)

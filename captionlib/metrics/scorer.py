@@ -22,9 +22,16 @@ metrics over them: ``Div-1 (beams)``, ``Div-2 (beams)``, ``mBLEU-4 (beams)`` (ta
 computed). Diversity uses the captions as the model writes them
 (:func:`captionlib.text.cleaner.clean_caption`, split at spaces), not the PTB tokenizer.
 
-The result is a flat dict with the keys of :data:`SCORE_KEYS`, each a float or ``None``,
-plus ``skipped: {key: reason}`` for every ``None``: a metric that cannot run (no Java, no
-CoreNLP jars, no sampled captions, ...) or was not requested is never given a number.
+Fluency (metric ``fluency``, :mod:`captionlib.metrics.fluency_score`): the fraction of the
+hypotheses flagged by the rules (``FER (rules)``) and by a trained detector (``FER (detector)``,
+given by ``fluency_model``), and ``CIDEr-D-FL`` / ``SPIDEr-FL``: the per-clip CIDEr-D / SPIDEr
+times 0.1 where the caption is flagged (by the detector, else by the rules), averaged, as
+SPIDEr-FL (DCASE 2023) is formed. These keys follow :data:`SCORE_KEYS` only when requested.
+
+The result is a flat dict with the keys of :data:`SCORE_KEYS` (and :data:`FLUENCY_KEYS` when
+``fluency`` is requested), each a float or ``None``, plus ``skipped: {key: reason}`` for every
+``None``: a metric that cannot run (no Java, no CoreNLP jars, no sampled captions, ...) or was
+not requested is never given a number.
 """
 
 import dataclasses
@@ -38,6 +45,7 @@ from captionlib.io.datadir import iter_lines, read_scp, read_spk2utt, read_text,
 from captionlib.metrics.bleu import corpus_bleu
 from captionlib.metrics.cider_d import corpus_cider_d, mean_cider_d_of_sets
 from captionlib.metrics.diversity import diversity_metrics
+from captionlib.metrics.fluency_score import FLUENCY_KEYS, fluency_scores
 from captionlib.metrics.pycoco import java_available, meteor_score, ptb_tokenize
 from captionlib.metrics.rouge import corpus_rouge_l
 from captionlib.metrics.spice import compute_spice, spice_unavailable_reason
@@ -73,6 +81,7 @@ METRIC_KEYS: Dict[str, Tuple[str, ...]] = {
     "cider_d": ("CIDEr-D",),
     "spice": ("SPICE",),
     "spider": ("SPIDEr",),
+    "fluency": FLUENCY_KEYS,
 }
 DEFAULT_METRICS = "bleu,meteor,rouge_l,cider_d,spice,spider"
 
@@ -169,6 +178,7 @@ def compute_caption_scores(
     hyp_samples: Optional[Mapping[str, Sequence[str]]] = None,
     per_clip: Optional[Dict[str, Dict[str, float]]] = None,
     hyp_nbest: Optional[Mapping[str, Sequence[str]]] = None,
+    fluency_model: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Score hypotheses against references (raw captions; tokenized here).
 
@@ -176,7 +186,8 @@ def compute_caption_scores(
         refs: ``{clip_id: [raw reference caption, ...]}`` (>= 1 per clip).
         hyps: ``{clip_id: raw hypothesis caption}``; exactly the clips of ``refs``.
         metrics: comma-separated subset of ``bleu, bleu_1..bleu_4, meteor, rouge_l,
-            cider_d, spice, spider`` (``spider`` also computes CIDEr-D and SPICE).
+            cider_d, spice, spider, fluency`` (``spider`` also computes CIDEr-D and SPICE,
+            ``fluency`` CIDEr-D).
         spice: how SPICE runs (jars, cache, heap, timeout, threads, Rhino); see :class:`SpiceOptions`.
         java: java executable (PTB tokenizer, METEOR, SPICE).
         tmp_dir: temporary files.
@@ -184,20 +195,27 @@ def compute_caption_scores(
             CIDEr-D (samples), Div-1, Div-2, mBLEU-4; ``None``: those are skipped. See the
             module docstring and :func:`diversity_scores`.
         per_clip: if given, filled with ``{"CIDEr-D": {clip_id: score}, "ROUGE-L": {...}}``
-            for those of the two that were computed (their corpus scores are the means of
-            these; input of :mod:`captionlib.metrics.significance`).
+            for those of the two that were computed, and ``CIDEr-D-FL`` / ``SPIDEr-FL`` when
+            computed (their corpus scores are the means of these; input of
+            :mod:`captionlib.metrics.significance`).
         hyp_nbest: ``{clip_id: [raw beam hypothesis, ...]}`` (the N best, best first) for
             Div-1 (beams), Div-2 (beams), mBLEU-4 (beams); ``None``: those are skipped.
+        fluency_model: a :class:`~captionlib.metrics.fluency.FluencyDetector` file for
+            ``fluency`` (``None``: the rules alone); ignored, with a warning, without ``fluency``.
 
     Returns:
-        ``{key: float|None for key in SCORE_KEYS, "skipped": {key: reason}}``.
+        ``{key: float|None for key in SCORE_KEYS (+ FLUENCY_KEYS), "skipped": {key: reason}}``.
 
     Raises:
         ValueError: if the clip sets differ (hypotheses, references, samples or N-best),
-            a clip has no reference or no sample, or nothing to score.
+            a clip has no reference or no sample, or nothing to score; an unreadable
+            ``fluency_model`` (FileNotFoundError if missing).
     """
     _check_inputs(refs, hyps, hyp_samples, hyp_nbest)
     wanted = parse_metrics(metrics)
+    detector = _load_detector(fluency_model, wanted)
+    clip_scores: Dict[str, Dict[str, float]] = {} if per_clip is None else per_clip
+    spice_clips: Dict[str, float] = {}
     result: Dict[str, Any] = {k: None for k in SCORE_KEYS}
     skipped: Dict[str, str] = {k: "not requested (--metrics)" for k in PRECISION_KEYS if k not in wanted}
     tok_refs, tok_hyps, tok_reason, tok_samples = tokenize_for_scoring(
@@ -210,16 +228,34 @@ def compute_caption_scores(
     result.update(_bleu_scores(w_refs, w_hyps, wanted))
     if "ROUGE-L" in wanted:
         result["ROUGE-L"] = _rouge_l_score(w_refs, w_hyps, per_clip)
-    result.update(_cider_d_scores(w_refs, w_hyps, tok_samples, wanted, per_clip, skipped))
+    result.update(_cider_d_scores(w_refs, w_hyps, tok_samples, wanted, clip_scores, skipped))
     if "METEOR" in wanted:
         result["METEOR"] = _meteor_score(tok_refs, tok_hyps, java, skipped)
     if "SPICE" in wanted or "SPIDEr" in wanted:
-        result["SPICE"] = _spice_score(tok_refs, tok_hyps, spice, java, tmp_dir, skipped)
+        result["SPICE"] = _spice_score(tok_refs, tok_hyps, spice, java, tmp_dir, skipped, spice_clips)
     if "SPIDEr" in wanted:
         result["SPIDEr"] = _spider_score(result["CIDEr-D"], result["SPICE"], skipped)
     result.update(diversity_scores(hyps, hyp_samples, skipped, hyp_nbest))
+    if "CIDEr-D-FL" in wanted:
+        result.update(fluency_scores(
+            hyps, detector, clip_scores.get("CIDEr-D"), spice_clips if result["SPICE"] is not None else None,
+            skipped, per_clip, detector_name=fluency_model or ""))
     result["skipped"] = skipped
     return result
+
+
+def _load_detector(path: Optional[str], wanted: Sequence[str]) -> Any:
+    """The detector of ``path`` when fluency is wanted (``None`` without a path); a warning when
+    a path is given without the ``fluency`` metric."""
+    if path is None:
+        return None
+    if "CIDEr-D-FL" not in wanted:
+        logging.warning("--fluency_model %s is not used: the metric fluency is not requested (--metrics)", path)
+        return None
+    # torch (slow to import) only for a detector: caption_score without one stays torch-free
+    from captionlib.metrics.fluency import FluencyDetector
+
+    return FluencyDetector.load(path)
 
 
 def _check_inputs(
@@ -267,7 +303,7 @@ def _cider_d_scores(
     per_clip: Optional[Dict[str, Dict[str, float]]],
     skipped: Dict[str, str],
 ) -> Dict[str, float]:
-    """CIDEr-D (Vedantam et al. 2015; also when only SPIDEr is wanted) and CIDEr-D (samples).
+    """CIDEr-D (Vedantam et al. 2015; also when only SPIDEr or fluency is wanted) and CIDEr-D (samples).
 
     Args:
         w_refs, w_hyps: PTB-tokenized words of the references and hypotheses.
@@ -281,7 +317,7 @@ def _cider_d_scores(
         The computed scores among ``CIDEr-D`` and :data:`SAMPLE_CIDER_KEY`.
     """
     out: Dict[str, float] = {}
-    if "CIDEr-D" in wanted or "SPIDEr" in wanted:
+    if "CIDEr-D" in wanted or "SPIDEr" in wanted or "CIDEr-D-FL" in wanted:
         out["CIDEr-D"], clip_scores = corpus_cider_d(w_refs, w_hyps)
         if per_clip is not None:
             per_clip["CIDEr-D"] = dict(clip_scores)
@@ -309,11 +345,12 @@ def _meteor_score(tok_refs: Mapping[str, List[str]], tok_hyps: Mapping[str, str]
 
 
 def _spice_score(tok_refs: Mapping[str, List[str]], tok_hyps: Mapping[str, str], spice: SpiceOptions, java: str,
-                 tmp_dir: Optional[str], skipped: Dict[str, str]) -> Optional[float]:
+                 tmp_dir: Optional[str], skipped: Dict[str, str],
+                 clip_out: Optional[Dict[str, float]] = None) -> Optional[float]:
     """SPICE (Anderson et al. 2016), or ``None`` with the reason in ``skipped``.
 
     The reason is: the jars or Java missing, SPICE failing (also logged as an error), or no F-score
-    for some clip. A computed SPICE leaves ``skipped``.
+    for some clip. A computed SPICE leaves ``skipped``, and its clip scores go to ``clip_out``.
     """
     reason = spice_unavailable_reason(spice.lib_dir, spice.rhino_jar, java)
     if reason is None:
@@ -328,6 +365,8 @@ def _spice_score(tok_refs: Mapping[str, List[str]], tok_hyps: Mapping[str, str],
                 reason = f"SPICE returned no F-score for {nan} clips"
             else:
                 skipped.pop("SPICE", None)
+                if clip_out is not None:
+                    clip_out.update(clip_scores)
                 return score
         except RuntimeError as e:
             reason = str(e)
@@ -496,7 +535,8 @@ def read_samples(path: Union[str, Path]) -> Dict[str, List[str]]:
             if sorted(per) != want:
                 ids = ", ".join(f"{SAMPLE_SEP}{k}" for k in sorted(per))
                 raise ValueError(f"{path}: clip {clip} has the ids {ids}, expected {SAMPLE_SEP}1 .. "
-                                 f"{SAMPLE_SEP}{len(want)} as clip {first} (the same number of captions for every clip)")
+                                 f"{SAMPLE_SEP}{len(want)} as clip {first} (the same number of captions for "
+                                 "every clip)")
     return {c: [per[k] for k in sorted(per)] for c, per in grouped.items()}
 
 
@@ -504,7 +544,7 @@ def format_result(result: Mapping[str, Any], header: str = "") -> str:
     """Human-readable ``result.txt``: one ``<metric> <value>`` line per score key."""
     lines = [f"# {header}"] if header else []
     skipped = result.get("skipped", {})
-    for k in SCORE_KEYS:
+    for k in SCORE_KEYS + tuple(k for k in FLUENCY_KEYS if k in result):
         v = result.get(k)
         if v is None:
             lines.append(f"{k:<8s} skipped: {skipped.get(k, '')}")
@@ -513,7 +553,7 @@ def format_result(result: Mapping[str, Any], header: str = "") -> str:
         else:
             lines.append(f"{k:<8s} {v:.4f}")
     for k, reason in skipped.items():
-        if k not in SCORE_KEYS:
+        if k not in SCORE_KEYS and k not in result:
             lines.append(f"# note ({k}): {reason}")
     return "\n".join(lines) + "\n"
 
@@ -528,6 +568,7 @@ def score_caption_files(
     hyp_nbest: Optional[str] = None,
     java: str = "java",
     tmp_dir: Optional[str] = None,
+    fluency_model: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Score a decode ``text`` file; write ``score.json``, ``result.txt`` and ``per_clip.json``.
 
@@ -536,8 +577,9 @@ def score_caption_files(
         hyp: ``<clip-id> <caption>`` file.
         output: path of ``score.json``; ``result.txt`` and ``per_clip.json`` are written
             beside it. ``per_clip.json`` is ``{"CIDEr-D": {clip_id: score}, "ROUGE-L":
-            {...}}`` for the metrics of the two that were computed (``{}`` if none); each
-            corpus score is the mean of its per-clip scores. It feeds the paired bootstrap
+            {...}}`` for the metrics of the two that were computed (``{}`` if none), and
+            ``CIDEr-D-FL`` / ``SPIDEr-FL`` when computed; each corpus score is the mean of its
+            per-clip scores. It feeds the paired bootstrap
             of :mod:`captionlib.metrics.significance`.
         metrics: see :func:`compute_caption_scores`.
         spice: how SPICE runs (:class:`SpiceOptions`); its ``cache_dir`` defaults to
@@ -546,7 +588,7 @@ def score_caption_files(
             ``<clip-id>#<k>``) for CIDEr-D (samples), Div-1, Div-2, mBLEU-4; ``None``: skipped.
         hyp_nbest: ``text_nbest`` of ``caption_decode --nbest`` (ids ``<clip-id>#<rank>``) for
             Div-1 (beams), Div-2 (beams), mBLEU-4 (beams); ``None``: skipped.
-        java, tmp_dir: see :func:`compute_caption_scores`.
+        java, tmp_dir, fluency_model: see :func:`compute_caption_scores`.
 
     Returns:
         The score dict written to ``score.json``.
@@ -579,7 +621,7 @@ def score_caption_files(
     per_clip: Dict[str, Dict[str, float]] = {}
     result = compute_caption_scores(
         refs, hyps, metrics=metrics, spice=spice, java=java, tmp_dir=tmp_dir, hyp_samples=samples,
-        per_clip=per_clip, hyp_nbest=nbest,
+        per_clip=per_clip, hyp_nbest=nbest, fluency_model=fluency_model,
     )
     atomic_write_text(output, json.dumps(result, indent=2) + "\n")
     atomic_write_text(os.path.join(out_dir, "per_clip.json"), json.dumps(per_clip, indent=1, sort_keys=True) + "\n")

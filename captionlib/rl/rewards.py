@@ -15,8 +15,8 @@ A fluency penalty (``fluency_penalty`` p > 0) multiplies the summed reward of ea
 flagged as disfluent by (1 - p), as SPIDEr-FL penalises a flagged caption's SPIDEr (DCASE
 2023 task 6; p = 0.9 there). The flags come from the fluency error detector
 (:class:`captionlib.metrics.fluency.FluencyDetector`, trained by ``caption_train_fluency``)
-or, without one, from the rule checks (:func:`captionlib.metrics.fluency.rule_flags`). Every
-objective scores its samples and baselines through :class:`Reward`, so every one of them
+or, without one, from the rule checks (:func:`captionlib.metrics.fluency_rules.rule_flags`).
+Every objective scores its samples and baselines through :class:`Reward`, so every one of them
 gets the penalty.
 
 The per-batch form is a metric name rather than a mode option of :class:`Reward`: it is
@@ -135,12 +135,14 @@ class Reward:
         fluency_model: Optional[str] = DEFAULTS.fluency_model,
     ):
         from captionlib.metrics.cider_d import CiderD, DocumentFrequency
-        from captionlib.metrics.fluency import FluencyDetector
 
         if not 0.0 <= fluency_penalty <= 1.0:
             raise ValueError(f"fluency_penalty must be in [0, 1], got {fluency_penalty}")
-        self.fluency_penalty = fluency_penalty
-        self.detector = FluencyDetector.load(fluency_model) if fluency_penalty > 0 and fluency_model else None
+        self.fluency_penalty, self.detector = fluency_penalty, None
+        if fluency_penalty > 0 and fluency_model:
+            from captionlib.metrics.fluency import FluencyDetector  # torch and the tagger: only when used
+
+            self.detector = FluencyDetector.load(fluency_model)
         self.terms = check_reward(spec, spice_lib_dir)
         self.refs = refs
         self.cider = CiderD(DocumentFrequency.load(cider_df, trust_pickle=trust_pickle))
@@ -200,7 +202,7 @@ class Reward:
 
     def fluency_flags(self, candidates: Sequence[Sequence[str]]) -> np.ndarray:
         """``(num_candidates,)`` bools: the detector's flags, or the rule checks' without one."""
-        from captionlib.metrics.fluency import rule_flags
+        from captionlib.metrics.fluency_rules import rule_flags
 
         if self.detector is not None:
             return np.asarray(self.detector.flag(candidates)[0], dtype=bool)

@@ -55,3 +55,22 @@ def test_the_options_are_checked_before_training():
     with pytest.raises(ValueError, match="fluency_penalty"):
         check_rl_options(RLOptions(fluency_penalty=2.0, **base))
     check_rl_options(RLOptions(rl_algo="mc_pg", fluency_penalty=0.9, **base))
+
+
+def test_a_detector_file_decides_the_flags(cider_df, tmp_path):
+    """With --fluency_model the detector's flags, not the rules', are penalised: a detector
+    whose threshold every caption passes flags all four, one no caption reaches flags none."""
+    import torch
+
+    from captionlib.metrics.fluency import SPECIALS, BigramCounts, FluencyDetector, FluencyNet
+
+    torch.manual_seed(0)
+    vocab = list(SPECIALS) + sorted({w for c in CANDIDATES for w in c})
+    plain = Reward("cider_d:1.0", REFS, cider_df)(KEYS, CANDIDATES)["reward"]
+    for threshold, flagged in ((0.0, [1.0] * 4), (1.01, [0.0] * 4)):
+        path = tmp_path / f"detector{threshold}.pth"
+        FluencyDetector(vocab, FluencyNet(len(vocab), embed_dim=8, channels=16, layers=2), threshold,
+                        counts=BigramCounts.from_rows(len(vocab), [[2, 3, 4]])).save(path)
+        out = Reward("cider_d:1.0", REFS, cider_df, fluency_penalty=0.9, fluency_model=str(path))(KEYS, CANDIDATES)
+        np.testing.assert_array_equal(out["fluency_error"], flagged)
+        np.testing.assert_allclose(out["reward"], plain * (1 - 0.9 * np.array(flagged)))

@@ -8,7 +8,6 @@ import torch
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from captionlib.models.encoders import masked_mean
-from captionlib.rl import multitask
 from captionlib.rl.multitask import (
     AUXILIARIES,
     MultiTask,
@@ -119,9 +118,11 @@ def test_targets_are_multi_hot_over_all_references(caplog):
 
 
 def test_missing_tagger_names_the_package(monkeypatch):
-    monkeypatch.setattr(multitask, "_tagger", multitask._tagger.__wrapped__)
-    monkeypatch.setattr(multitask.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ImportError, match="pip install textblob-aptagger"):
+    from captionlib.text import pos
+
+    monkeypatch.setattr(pos, "_tagger", pos._tagger.__wrapped__)
+    monkeypatch.setattr(pos.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ImportError, match="pip install textblob-aptagger.*attribute_selection='stopwords'"):
         attribute_vocabulary(REFS, 4)
     assert attribute_vocabulary(REFS, 2, selection="stopwords") == ["dog", "barks"]
 
