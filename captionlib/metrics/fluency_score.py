@@ -48,7 +48,9 @@ def fluency_scores(
         skipped: updated in place: the reason of every ``None``, and ``fluency``: which flags
             the -FL scores use.
         per_clip: if given, receives ``{"CIDEr-D-FL": {clip_id: score}, "SPIDEr-FL": {...}}``
-            for those computed.
+            for those computed, and each clip's flags as 1.0 / 0.0 under ``FER (rules)`` and
+            ``FER (detector)`` (their means are the rates: the input of a paired bootstrap on
+            the error rate, :mod:`captionlib.metrics.significance`).
         detector_name: how the detector is named in ``skipped["fluency"]`` (its path).
 
     Returns:
@@ -74,6 +76,10 @@ def fluency_scores(
         skipped["fluency"] = (f"-FL scores: captions flagged by the detector {detector_name} "
                               f"(threshold {detector.threshold:.4f})")
     flagged = dict(zip(clips, (bool(f) for f in flags)))
+    if per_clip is not None:
+        per_clip["FER (rules)"] = {c: float(f) for c, f in zip(clips, rules)}
+        if detector is not None:
+            per_clip["FER (detector)"] = {c: float(f) for c, f in flagged.items()}
     if cider is None:
         skipped["CIDEr-D-FL"] = "CIDEr-D-FL needs the per-clip CIDEr-D"
     else:

@@ -97,6 +97,8 @@ def test_caption_score_fluency_rules_alone(tmp_path):
     want = (0.1 * cider["clip-1"] + cider["clip-2"] + cider["clip-3"]) / 3
     assert score["CIDEr-D-FL"] == pytest.approx(want) and score["CIDEr-D-FL"] < score["CIDEr-D"]
     assert per_clip["CIDEr-D-FL"]["clip-1"] == pytest.approx(0.1 * cider["clip-1"])
+    assert per_clip["FER (rules)"] == {"clip-1": 1.0, "clip-2": 0.0, "clip-3": 0.0}  # for a bootstrap of the rate
+    assert "FER (detector)" not in per_clip
     assert score["SPIDEr-FL"] is None and "SPIDEr" in score["skipped"]["SPIDEr-FL"]
     assert "rules alone" in text and "CIDEr-D-FL" in text
     plain, _, _ = _score(tmp_path, "plain", "--metrics", "cider_d")
@@ -113,6 +115,7 @@ def test_caption_score_fluency_with_the_detector(tmp_path, trained):
                                        "--fluency_model", str(tmp_path / f"det{threshold}.pth"))
         assert score["FER (detector)"] == fer and score["FER (rules)"] == pytest.approx(1 / 3)
         assert score["CIDEr-D-FL"] == pytest.approx(score["CIDEr-D"] * (0.1 if fer else 1.0))
+        assert set(per_clip["FER (detector)"].values()) == {fer}
         assert "flagged by the detector" in text
     with pytest.raises(SystemExit):  # a missing model file is an error before scoring
         _score(tmp_path, "missing", "--metrics", "fluency", "--fluency_model", str(tmp_path / "none.pth"))
