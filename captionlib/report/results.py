@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from captionlib.metrics.fluency_score import FLUENCY_KEYS as _FLUENCY_KEYS
 from captionlib.metrics.significance import BootstrapResult, has_per_clip, paired_bootstrap_files
 from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import describe_reward
@@ -56,6 +57,13 @@ METRIC_KEYS = (
     "mBLEU-4 (beams)",
     "Vocab",
 )
+#: The fluency columns (``caption_score --metrics ...,fluency``), shown after :data:`METRIC_KEYS`
+#: where some row has them.
+FLUENCY_KEYS = _FLUENCY_KEYS
+FLUENCY_NOTE = (
+    "Fluency (`--metrics ...,fluency`, docs/fluency.md): `FER (rules)` / `FER (detector)`: the fraction "
+    "of 1-best captions the rule checks / the fluency error detector flag; `CIDEr-D-FL`, `SPIDEr-FL`: a "
+    "flagged caption's score times 0.1, averaged (the detector's flags where it ran, else the rules').")
 #: Reason shown for a key a ``score.json`` does not have at all.
 ABSENT_REASON = "not in score.json (scored before this metric existed; re-run the scoring stage)"
 #: Keys shown as integers.
@@ -296,7 +304,7 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
     if not isinstance(obj, dict):
         raise ValueError(f"{score_json}: expected a JSON object, got {type(obj).__name__}")
     scores: Dict[str, Optional[float]] = {}
-    for key in METRIC_KEYS:
+    for key in METRIC_KEYS + FLUENCY_KEYS:
         value = obj.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or math.isinf(value)):  # inf: a traceback in the mean and std
@@ -536,6 +544,12 @@ def collect_comparisons(
     return out
 
 
+def table_keys(rows: Sequence[ScoreRow]) -> Tuple[str, ...]:
+    """The metric columns of the table: :data:`METRIC_KEYS`, then the :data:`FLUENCY_KEYS` that
+    some row has a value of."""
+    return METRIC_KEYS + tuple(k for k in FLUENCY_KEYS if any(r.scores.get(k) is not None for r in rows))
+
+
 def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICANCE_METRIC,
                         comparisons: Sequence[SignificanceRow] = ()) -> List[str]:
     """Markdown lines of the significance section (empty without comparisons): each RL model
@@ -627,21 +641,25 @@ def format_results(
     if not rows:
         lines.append("No `score.json` found (run stages 8-9 of caption.sh).")
         return "\n".join(lines) + "\n"
-    header = ["model", "decode", "set", *METRIC_KEYS, "seeds", "paper"]
+    keys = table_keys(rows)
+    if keys != METRIC_KEYS:
+        lines[-1:-1] = [FLUENCY_NOTE]
+    header = ["model", "decode", "set", *keys, "seeds", "paper"]
     lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(METRIC_KEYS) + 1) + ["---"]) + "|")
+    lines.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(keys) + 1) + ["---"]) + "|")
     for t in group_seeds(rows):
         cells = [t.model, t.decode_tag, t.test_set]
-        cells += [_mean_std_cell([r.scores.get(k) for r in t.runs], k) for k in METRIC_KEYS]
+        cells += [_mean_std_cell([r.scores.get(k) for r in t.runs], k) for k in keys]
         cells += [str(len(t.runs)), "; ".join(dict.fromkeys(r.paper for r in t.runs))]
         lines.append("| " + " | ".join(cells) + " |")
 
     # Reasons for the skipped cells, each distinct (metric, reason) once.
     reasons: Dict[tuple, List[str]] = {}
     for r in rows:
-        for key in METRIC_KEYS:
+        for key in keys:
             if r.scores.get(key) is None:
-                reason = r.skipped.get(key, "no value and no reason given in score.json")
+                reason = r.skipped.get(key, "not scored with --metrics ...,fluency" if key in FLUENCY_KEYS
+                                       else "no value and no reason given in score.json")
                 reasons.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
     lines += _reason_lines("Skipped metrics:", reasons, len(rows))
     # What score.json records as skipped besides the metrics, e.g. the PTB tokenizer without Java:
@@ -649,7 +667,7 @@ def format_results(
     notes: Dict[tuple, List[str]] = {}
     for r in rows:
         for key, reason in r.skipped.items():
-            if key not in METRIC_KEYS:
+            if key not in METRIC_KEYS + FLUENCY_KEYS + ("fluency",):
                 notes.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
     lines += _reason_lines("Scored differently (not comparable with rows scored otherwise):", notes, len(rows))
     lines += _environment_lines(rows)

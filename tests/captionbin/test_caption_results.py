@@ -490,3 +490,20 @@ def test_a_bootstrap_on_fewer_than_30_clips_is_printed_with_a_warning():
     few, enough = (format_significance([row(n)])[-1] for n in (2, MIN_BOOTSTRAP_CLIPS))
     assert few.endswith("warning: only 2 clips (fewer than 30), too few for the p-values to mean much"), few
     assert "warning" not in enough
+
+
+def test_fluency_columns_appear_where_some_row_has_them(tmp_path):
+    exp = tmp_path / "exp"
+    _write(exp, "xe_a", "t", "s", FULL)
+    assert "FER (rules)" not in format_results(collect_scores(exp))
+    _write(exp, "xe_a/scst_b", "t", "s", dict(FULL, **{"FER (rules)": 0.25, "FER (detector)": None,
+                                                       "CIDEr-D-FL": 0.4, "SPIDEr-FL": None},
+                                              skipped={"FER (detector)": "no fluency detector"}))
+    text = format_results(collect_scores(exp))
+    table = _table(text)
+    rl = table[("xe_a/scst_b", "s")]
+    assert rl["FER (rules)"] == "0.250" and rl["CIDEr-D-FL"] == "0.400"
+    assert table[("xe_a", "s")]["FER (rules)"] == "skipped"
+    assert "FER (detector)" not in rl and "SPIDEr-FL" not in rl  # no row has them
+    assert "`FER (rules)` / `FER (detector)`" in text
+    assert "- FER (rules): not scored with --metrics ...,fluency (xe_a t s)" in text
