@@ -92,6 +92,7 @@ corpus_prior=false # Also score the corpus prior: the most frequent training cap
 metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
 results_compare= # Pairs <baseline>=<model> of RESULTS.md models (seed-group names) also compared by the paired bootstrap (caption_results --compare).
 spice_lib_dir= # Directory with the Stanford CoreNLP jars SPICE needs (empty: caption_score's default).
+fluency_model= # Fluency error detector of --metrics ...,fluency (caption_train_fluency; empty: the rule checks alone).
 
 # [Task dependent] Set the datadir name created by local/data.sh
 train_sets=  # Training split(s), space-separated; several are combined into data/train_<a>_<b>.
@@ -206,6 +207,7 @@ Options:
     --results_compare # Pairs <baseline>=<model> of RESULTS.md models compared seed by seed by the paired bootstrap
                       # (caption_results --compare), e.g. a pretrained encoder against scratch (default="${results_compare}").
     --spice_lib_dir # Stanford CoreNLP jars for SPICE (default="${spice_lib_dir}").
+    --fluency_model # Fluency error detector of --metrics ...,fluency (default="${fluency_model}").
 
     # [Task dependent] Set the datadir name created by local/data.sh
     --train_sets # Training split(s), space-separated, required (default="${train_sets}").
@@ -833,7 +835,8 @@ if ! "${skip_eval}"; then
                 fi
                 log "Stage 9: Scoring ${_ddir}/${dset} (${metrics})"
                 scripts/score.sh --cmd "${train_cmd}" --python "${python}" --metrics "${metrics}" \
-                    --spice_lib_dir "${spice_lib_dir}" "data/${dset}" "${_ddir}/${dset}" &
+                    --spice_lib_dir "${spice_lib_dir}" --fluency_model "${fluency_model}" \
+                    "data/${dset}" "${_ddir}/${dset}" &
                 _pids+=($!)
                 _total=$((_total + 1))
             done

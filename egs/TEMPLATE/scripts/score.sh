@@ -20,6 +20,7 @@ cmd=utils/run.pl  # Job wrapper.
 python=python3    # Python command.
 metrics=bleu,meteor,rouge_l,cider_d,spice,spider # Metrics given to caption_score.
 spice_lib_dir=    # Stanford CoreNLP jars for SPICE (empty: caption_score's default).
+fluency_model=    # Fluency error detector of the metric fluency (caption_train_fluency; empty: the rules alone).
 
 help_message=$(cat << EOF
 Usage: $0 [options] <ref-data-dir> <decode-dir>
@@ -31,6 +32,7 @@ Options:
   --python        # Python command (default="${python}").
   --metrics       # Metrics (default="${metrics}").
   --spice_lib_dir # Stanford CoreNLP jars for SPICE (default="${spice_lib_dir}").
+  --fluency_model # Fluency error detector for the metric fluency (default="${fluency_model}").
 EOF
 )
 
@@ -59,7 +61,7 @@ fi
 # their clip grouping): a re-run redoes the scoring when any of them changed. A modification time
 # did not tell (a hypothesis file copied back with its old time kept the old score).
 _md5s() { for _f in "$@"; do if [ -f "${_f}" ]; then md5sum < "${_f}" | cut -d' ' -f1; else echo -; fi; done | paste -sd, -; }
-_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} samples=${#samples_opts[@]} nbest=${#nbest_opts[@]}"
+_key="metrics=${metrics} spice_lib_dir=${spice_lib_dir} fluency_model=${fluency_model}:$(_md5s "${fluency_model:-/nonexistent}") samples=${#samples_opts[@]} nbest=${#nbest_opts[@]}"
 _key+=" hyps=$(_md5s "${dir}/text" "${dir}/text_samples" "${dir}/text_nbest")"
 _key+=" refs=${ref_dir}:$(_md5s "${ref_dir}/text" "${ref_dir}/utt2spk" "${ref_dir}/spk2utt")"
 if [ -f "${dir}/.score.done" ] && [ "$(cat "${dir}/.score.done")" = "${_key}" ] && [ -f "${dir}/per_clip.json" ]; then
@@ -73,6 +75,7 @@ rm -f "${dir}/.score.done" "${dir}/score.json" "${dir}/per_clip.json" "${dir}/re
 if ! ${cmd} "${dir}/log/score.log" \
     ${python} -m captionbin.caption_score --ref_dir "${ref_dir}" --hyp "${dir}/text" --metrics "${metrics}" \
         --output "${dir}/score.json" ${spice_lib_dir:+--spice_lib_dir "${spice_lib_dir}"} \
+        ${fluency_model:+--fluency_model "${fluency_model}"} \
         ${samples_opts[@]+"${samples_opts[@]}"} ${nbest_opts[@]+"${nbest_opts[@]}"}; then
     log "Error: scoring ${dir} failed; the end of ${dir}/log/score.log:"
     tail -n 5 "${dir}/log/score.log" >&2
