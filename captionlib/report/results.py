@@ -578,7 +578,25 @@ def format_significance(sigs: Sequence[SignificanceRow], metric: str = SIGNIFICA
     return lines
 
 
-def _significance_lines(sigs: Sequence[SignificanceRow], metric: str) -> List[str]:
+def format_fluency_significance(sigs: Sequence[SignificanceRow], comparisons: Sequence[SignificanceRow] = (),
+                                metric: str = "FER (rules)") -> List[str]:
+    """Markdown lines of the paired bootstraps of a fluency error rate (``metric``: each clip's
+    flag, 1.0 or 0.0, in ``per_clip.json``), worded for a rate where higher is worse: p is the
+    one-sided p of "RL (the model) has the higher rate". Empty without any test."""
+    if not sigs and not comparisons:
+        return []
+    lines = ["", f"## Significance of {metric}", "",
+             f"The same paired bootstrap on each clip's fluency flag (1 if its caption is flagged, `{metric}` of "
+             f"`per_clip.json`; the mean is the rate): Δ{metric} = RL - XE (model - baseline for the chosen "
+             f"comparisons); p = one-sided p of \"the RL model (the model) has the higher error rate\".", ""]
+    lines += _significance_lines(sigs, metric, "higher")
+    if comparisons:
+        lines += ["", "Chosen comparisons (`--compare <baseline>=<model>`):", ""]
+        lines += _significance_lines(comparisons, metric, "higher")
+    return lines
+
+
+def _significance_lines(sigs: Sequence[SignificanceRow], metric: str, word: str = "better") -> List[str]:
     lines = []
     for s in sigs:
         parts = []
@@ -586,7 +604,7 @@ def _significance_lines(sigs: Sequence[SignificanceRow], metric: str) -> List[st
             label = "no seed" if run_seed is None else f"seed {run_seed}"
             parts.append(f"{label}: Δ{metric} {res.delta:+.3f}, p={res.p_value:.4f}")
         better = sum(res.p_value < ALPHA for res in s.results)
-        parts.append(f"better in {better}/{len(s.results)} seeds at p < {ALPHA:g}")
+        parts.append(f"{word} in {better}/{len(s.results)} seeds at p < {ALPHA:g}")
         fewest = min((res.num_items for res in s.results), default=MIN_BOOTSTRAP_CLIPS)
         if fewest < MIN_BOOTSTRAP_CLIPS:
             parts.append(f"warning: only {fewest} clips (fewer than {MIN_BOOTSTRAP_CLIPS}), too few for the p-values "
@@ -602,6 +620,7 @@ def format_results(
     significance: Optional[Sequence[SignificanceRow]] = None,
     command: Optional[str] = None,
     comparisons: Sequence[SignificanceRow] = (),
+    fluency: Sequence[Tuple[str, Sequence[SignificanceRow], Sequence[SignificanceRow]]] = (),
 ) -> str:
     """Render the rows (and significance tests) as a deterministic markdown document.
 
@@ -610,6 +629,8 @@ def format_results(
         significance: from :func:`collect_significance`; ``None``/empty: no such section.
         command: the command that made the experiments, written under the title.
         comparisons: from :func:`collect_comparisons`, listed after ``significance``.
+        fluency: ``(metric, significance, comparisons)`` of each fluency error rate
+            (:func:`format_fluency_significance`), after them.
 
     Example:
         >>> print(format_results([]).splitlines()[0])
@@ -672,6 +693,8 @@ def format_results(
     lines += _reason_lines("Scored differently (not comparable with rows scored otherwise):", notes, len(rows))
     lines += _environment_lines(rows)
     lines += format_significance(significance or [], comparisons=comparisons)
+    for metric, fl_sigs, fl_comparisons in fluency:
+        lines += format_fluency_significance(fl_sigs, fl_comparisons, metric)
     return "\n".join(lines) + "\n"
 
 
@@ -741,7 +764,12 @@ def write_results(
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
     comparisons = collect_comparisons(rows, compare)
-    tmp.write_text(format_results(rows, significance, command, comparisons), encoding="utf-8")
+    fluency = []
+    for metric in ("FER (rules)", "FER (detector)"):  # where per-clip flags were written (--metrics ...,fluency)
+        if any(r.scores.get(metric) is not None for r in rows):
+            fluency.append((metric, [g for g in collect_significance(rows, metric) if g.results],
+                            [g for g in collect_comparisons(rows, compare, metric) if g.results]))
+    tmp.write_text(format_results(rows, significance, command, comparisons, fluency), encoding="utf-8")
     tmp.replace(output)
     logging.info("wrote %d rows to %s", len(rows), output)
     return rows

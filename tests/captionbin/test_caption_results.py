@@ -507,3 +507,28 @@ def test_fluency_columns_appear_where_some_row_has_them(tmp_path):
     assert "FER (detector)" not in rl and "SPIDEr-FL" not in rl  # no row has them
     assert "`FER (rules)` / `FER (detector)`" in text
     assert "- FER (rules): not scored with --metrics ...,fluency (xe_a t s)" in text
+
+
+def test_the_fluency_error_rate_gets_its_own_bootstrap(tmp_path):
+    """RL flagged on 20 of 40 clips, XE on 2: the FER section says the RL rate is higher; the
+    penalised model (a chosen comparison) flags 2 clips, so it is not higher than XE's."""
+    exp = tmp_path / "exp"
+    flags = {"xe_a": [1.0] * 2 + [0.0] * 38, "xe_a/scst_b": [1.0] * 20 + [0.0] * 20,
+             "xe_a/scst_b_fl": [0.0] * 38 + [1.0] * 2}
+    for model, f in flags.items():
+        score = _write(exp, model, "t", "evaluation", dict(FULL, **{"FER (rules)": float(np.mean(f))}))
+        per_clip = {"CIDEr-D": {c: 0.5 for c in CLIPS}, "FER (rules)": dict(zip(CLIPS, f))}
+        score.with_name("per_clip.json").write_text(json.dumps(per_clip))
+        if "/" in model:
+            (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
+    out = tmp_path / "RESULTS.md"
+    main(["--exp_dir", str(exp), "--output", str(out), "--compare", "xe_a/scst_b=xe_a/scst_b_fl"])
+    text = out.read_text()
+    section = text[text.index("## Significance of FER (rules)"):]
+    rl = next(x for x in section.splitlines() if x.startswith("- `xe_a/scst_b` vs `xe_a`"))
+    assert "ΔFER (rules) +0.450" in rl and rl.endswith("higher in 1/1 seeds at p < 0.05"), rl
+    fl = next(x for x in section.splitlines() if x.startswith("- `xe_a/scst_b_fl` vs `xe_a`"))
+    assert "ΔFER (rules) +0.000" in fl and fl.endswith("higher in 0/1 seeds at p < 0.05"), fl
+    chosen = next(x for x in section.splitlines() if x.startswith("- `xe_a/scst_b_fl` vs `xe_a/scst_b`"))
+    assert "ΔFER (rules) -0.450" in chosen and "p=1.0000" in chosen, chosen
+    assert "## Significance of FER (detector)" not in text  # no row has the detector's rate
