@@ -18,16 +18,13 @@ audio_dir=                    # Audio folder; empty: <audiocaps_root>/audio. --a
 max_missing_fraction=0.1      # Fail if more of a split's clips have no audio file. --max_missing_fraction F.
 skip_bad=false                # true: skip malformed CSV rows and unreadable audio with a warning. --skip_bad true.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/audiocaps: AudioCaps audio captioning: CRNN-GRU, XE then SCST)
-
-Options of this recipe (run.sh):
+. utils/recipe_help.sh
+recipe_summary="AudioCaps audio captioning: CRNN-GRU, XE then SCST"
+recipe_options="Options of this recipe (run.sh):
     --audiocaps_root       # Directory with train.csv, val.csv, test.csv (default=\"${audiocaps_root}\").
     --audio_dir            # Audio folder; empty: <audiocaps_root>/audio (default=\"${audio_dir}\").
     --max_missing_fraction # Fail if more of a split's clips have no audio file (default=\"${max_missing_fraction}\").
-    --skip_bad             # true: skip malformed CSV rows and unreadable audio with a warning (default=\"${skip_bad}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+    --skip_bad             # true: skip malformed CSV rows and unreadable audio with a warning (default=\"${skip_bad}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
@@ -37,7 +34,7 @@ while [ $# -gt 0 ]; do
         --audio_dir|--audio-dir) audio_dir=${2?"$1 needs a value"}; shift 2 ;;
         --max_missing_fraction|--max-missing-fraction) max_missing_fraction=${2?"$1 needs a value"}; shift 2 ;;
         --skip_bad|--skip-bad) skip_bad=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

@@ -14,21 +14,18 @@ set -euo pipefail
 . ./db.sh
 clotho_root=${CLOTHO}  # Clotho root (official layout); --clotho_root DIR overrides it.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/clotho: Clotho v2.1 audio captioning: CRNN-GRU, XE then SCST (seed 000))
-
-Options of this recipe (run.sh):
+. utils/recipe_help.sh
+recipe_summary="Clotho v2.1 audio captioning: CRNN-GRU, XE then SCST (seed 000)"
+recipe_options="Options of this recipe (run.sh):
     --clotho_root # Clotho v2.1 root, official layout (clotho_captions_<split>.csv, <split>/*.wav); stage 0 downloads
-                  # the corpus there from Zenodo when it is absent and there is network (default=\"${clotho_root}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+                  # the corpus there from Zenodo when it is absent and there is network (default=\"${clotho_root}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --clotho_root|--clotho-root) clotho_root=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

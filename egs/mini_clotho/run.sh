@@ -12,20 +12,17 @@ set -euo pipefail
 
 clotho_root=clotho_fixture  # Clotho-layout root; --clotho_root DIR overrides it.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/mini_clotho: CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs)
-
-Options of this recipe (run.sh):
-    --clotho_root # Clotho-layout root (default=\"${clotho_root}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+. utils/recipe_help.sh
+recipe_summary="CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs"
+recipe_options="Options of this recipe (run.sh):
+    --clotho_root # Clotho-layout root (default=\"${clotho_root}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --clotho_root|--clotho-root) clotho_root=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

@@ -8,15 +8,9 @@
 set -euo pipefail
 
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/mini_msrvtt: CI recipe of egs/msrvtt: every stage on 8 short videos made from real photos)
-
-This run.sh has no options of its own.
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
-for _arg in "$@"; do
-    case "${_arg}" in --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; break ;; esac
-done
+. utils/recipe_help.sh
+recipe_summary="CI recipe of egs/msrvtt: every stage on 8 short videos made from real photos"
+recipe_help "${recipe_summary}" "" "$@"
 
 exec ./caption.sh \
     --local_data_opts "--msrvtt_root msrvtt_fixture --video_root msrvtt_fixture" \

@@ -18,14 +18,11 @@ set -euo pipefail
 coco_root=${COCO}  # Directory with dataset_coco.json (+ features or images); --coco_root DIR overrides it.
 image_root=        # Directory with train2014/ val2014/ (needed by --feats_type cnn); --image_root DIR.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/mscoco: MSCOCO image captioning, Karpathy splits: Top-Down attention, XE then SCST)
-
-Options of this recipe (run.sh):
+. utils/recipe_help.sh
+recipe_summary="MSCOCO image captioning, Karpathy splits: Top-Down attention, XE then SCST"
+recipe_options="Options of this recipe (run.sh):
     --coco_root  # Directory with dataset_coco.json (+ features or images) (default=\"${coco_root}\").
-    --image_root # Directory with train2014/ val2014/ (needed by --feats_type cnn) (default=\"${image_root}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+    --image_root # Directory with train2014/ val2014/ (needed by --feats_type cnn) (default=\"${image_root}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
@@ -33,7 +30,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --coco_root|--coco-root) coco_root=${2?"$1 needs a value"}; shift 2 ;;
         --image_root|--image-root) image_root=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

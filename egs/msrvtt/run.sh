@@ -16,14 +16,11 @@ set -euo pipefail
 msrvtt_root=${MSRVTT}  # Directory with the annotation files; --msrvtt_root DIR overrides it.
 video_root=      # Directory with the videos (needed by --feats_type cnn); --video_root DIR.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/msrvtt: MSR-VTT video captioning (seed 004): S2VT-style model, XE then REINFORCE+)
-
-Options of this recipe (run.sh):
+. utils/recipe_help.sh
+recipe_summary="MSR-VTT video captioning (seed 004): S2VT-style model, XE then REINFORCE+"
+recipe_options="Options of this recipe (run.sh):
     --msrvtt_root # Directory with the annotation files (default=\"${msrvtt_root}\").
-    --video_root  # Directory with the videos (needed by --feats_type cnn) (default=\"${video_root}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+    --video_root  # Directory with the videos (needed by --feats_type cnn) (default=\"${video_root}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
@@ -31,7 +28,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --msrvtt_root|--msrvtt-root) msrvtt_root=${2?"$1 needs a value"}; shift 2 ;;
         --video_root|--video-root) video_root=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done

@@ -19,15 +19,9 @@ cnn10_pretrained=xe_train_xe_cnn10_pretrained_logmel_word
 compare="${cnn10}=${cnn10_pretrained} ${cnn10}/scst_train_scst_lr0.0001=${cnn10_pretrained}/scst_train_scst_lr0.0001"
 
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/soundscapes: Soundscapes: a learnable captioning corpus mixed from real recordings; XE, every RL objective, 3 seeds)
-
-This run.sh has no options of its own.
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
-for _arg in "$@"; do
-    case "${_arg}" in --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; break ;; esac
-done
+. utils/recipe_help.sh
+recipe_summary="Soundscapes: a learnable captioning corpus mixed from real recordings; XE, every RL objective, 3 seeds"
+recipe_help "${recipe_summary}" "" "$@"
 
 exec ./caption.sh --stage 0 \
     --train_sets "development" --valid_set validation --test_sets evaluation --xe_test_sets evaluation_deaf \

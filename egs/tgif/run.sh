@@ -13,14 +13,11 @@ set -euo pipefail
 tgif_root=${TGIF}  # TGIF-Release's data/ (tgif-v1.0.tsv, splits/); --tgif_root DIR overrides it.
 gif_root=          # The downloaded GIFs (empty: <tgif_root>/gifs); --gif_root DIR.
 # ./run.sh --help: this recipe's options first, then caption.sh's (with the values this run.sh sets)
-recipe_help="Usage: ./run.sh [options]   (egs/tgif: TGIF animated GIF captioning (seed 001): ResNet-152 features, XE then SLL-SLE)
-
-Options of this recipe (run.sh):
+. utils/recipe_help.sh
+recipe_summary="TGIF animated GIF captioning (seed 001): ResNet-152 features, XE then SLL-SLE"
+recipe_options="Options of this recipe (run.sh):
     --tgif_root # TGIF-Release's data/ (tgif-v1.0.tsv, splits/) (default=\"${tgif_root}\").
-    --gif_root  # The downloaded GIFs; empty: <tgif_root>/gifs (default=\"${gif_root}\").
-
-Every option of the pipeline (caption.sh, below) works too, e.g. --ngpu 1, --stage N --stop_stage M,
---rl_algo \"scst sle\"; its defaults below are the values this run.sh sets."
+    --gif_root  # The downloaded GIFs; empty: <tgif_root>/gifs (default=\"${gif_root}\")."
 # q <value>: the value single-quoted, for caption.sh's splitting of --local_data_opts (utils/split_words.py)
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 args=()
@@ -28,7 +25,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --tgif_root|--tgif-root) tgif_root=${2?"$1 needs a value"}; shift 2 ;;
         --gif_root|--gif-root) gif_root=${2?"$1 needs a value"}; shift 2 ;;
-        --help|-h) printf '%s\n\n' "${recipe_help}" 1>&2; args+=("$1"); shift ;;
+        --help|-h) recipe_usage "${recipe_summary}" "${recipe_options}"; args+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
