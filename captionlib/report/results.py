@@ -674,28 +674,32 @@ def format_results(
         cells += [str(len(t.runs)), "; ".join(dict.fromkeys(r.paper for r in t.runs))]
         lines.append("| " + " | ".join(cells) + " |")
 
-    # Reasons for the skipped cells, each distinct (metric, reason) once.
-    reasons: Dict[tuple, List[str]] = {}
-    for r in rows:
-        for key in keys:
-            if r.scores.get(key) is None:
-                reason = r.skipped.get(key, "not scored with --metrics ...,fluency" if key in FLUENCY_KEYS
-                                       else "no value and no reason given in score.json")
-                reasons.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
-    lines += _reason_lines("Skipped metrics:", reasons, len(rows))
-    # What score.json records as skipped besides the metrics, e.g. the PTB tokenizer without Java:
-    # those rows' scores are not comparable with others (they used to look like any other row).
-    notes: Dict[tuple, List[str]] = {}
-    for r in rows:
-        for key, reason in r.skipped.items():
-            if key not in METRIC_KEYS + FLUENCY_KEYS + ("fluency",):
-                notes.setdefault((key, reason), []).append(f"{r.model} {r.decode_tag} {r.test_set}")
-    lines += _reason_lines("Scored differently (not comparable with rows scored otherwise):", notes, len(rows))
+    lines += _skipped_lines(rows, keys)
     lines += _environment_lines(rows)
     lines += format_significance(significance or [], comparisons=comparisons)
     for metric, fl_sigs, fl_comparisons in fluency:
         lines += format_fluency_significance(fl_sigs, fl_comparisons, metric)
     return "\n".join(lines) + "\n"
+
+
+def _skipped_lines(rows: Sequence[ScoreRow], keys: Sequence[str]) -> List[str]:
+    """The lines under the table: the reason of each skipped cell (each distinct (metric, reason)
+    once), then what ``score.json`` records as skipped besides the metrics (e.g. the PTB tokenizer
+    without Java: those rows' scores are not comparable with others)."""
+    reasons: Dict[tuple, List[str]] = {}
+    notes: Dict[tuple, List[str]] = {}
+    for r in rows:
+        where = f"{r.model} {r.decode_tag} {r.test_set}"
+        for key in keys:
+            if r.scores.get(key) is None:
+                reason = r.skipped.get(key, "not scored with --metrics ...,fluency" if key in FLUENCY_KEYS
+                                       else "no value and no reason given in score.json")
+                reasons.setdefault((key, reason), []).append(where)
+        for key, reason in r.skipped.items():
+            if key not in METRIC_KEYS + FLUENCY_KEYS + ("fluency",):
+                notes.setdefault((key, reason), []).append(where)
+    return (_reason_lines("Skipped metrics:", reasons, len(rows))
+            + _reason_lines("Scored differently (not comparable with rows scored otherwise):", notes, len(rows)))
 
 
 def _environment_lines(rows: Sequence[ScoreRow]) -> List[str]:

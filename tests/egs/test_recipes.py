@@ -449,7 +449,7 @@ def test_mini_clotho_end_to_end(tmp_path):
     r = _run(["./run.sh"], cwd=d, timeout=2400)
     assert r.returncode == 0, failure_report(r, d)
     # the terminal shows each stage's wall time and each epoch of training
-    for stage in range(1, 11):
+    for stage in (1, 2, 3, 4, 5, 6, 8, 9, 10):  # 7 (checkpoint averaging) is off here
         assert re.search(rf"Stage {stage} done in \d+ s", r.stdout), (stage, r.stdout[-3000:])
     assert re.search(r"^    epoch 1/20 done in .* \| ETA ", r.stdout, re.M), r.stdout[-3000:]
     assert len(re.findall(r"^    epoch \d+/8 done in ", r.stdout, re.M)) == 8 * len(RL_ALGOS)
