@@ -38,14 +38,13 @@ import functools
 import logging
 import os
 import re
-import zipfile
-import zlib
 from typing import Dict, Optional
 
 import numpy as np
 
 from captionlib.io.datadir import PathLike, read_scp
 from captionlib.io.feats import FeatShardWriter
+from captionlib.utils.fileio import NPY_ERRORS
 
 #: ``--layout`` of ``caption_import_feats`` (see the module docstring).
 LAYOUTS = ("sc_fc", "sc_att", "hdf5", "frames_npy")
@@ -55,10 +54,6 @@ def _check_id(corpus_id: str) -> None:
     parts = corpus_id.split("/")
     if "\\" in corpus_id or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"corpus id {corpus_id!r} cannot name a file")
-
-
-# what np.load / NpzFile raise for a truncated, corrupt or foreign file
-_NPY_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
 
 
 def _unreadable(path: str, e: Exception) -> ValueError:
@@ -77,7 +72,7 @@ def _np_load(source: str, corpus_id: str, ext: str):
         raise FileNotFoundError(f"no feature file {path}")
     try:
         return np.load(path, allow_pickle=False), path
-    except _NPY_ERRORS as e:
+    except NPY_ERRORS as e:
         raise _unreadable(path, e) from None
 
 
@@ -112,7 +107,7 @@ def _load_att(source: str, corpus_id: str):
             raise ValueError(f"{path}: no array 'feat' (has {sorted(npz.files)})")
         try:
             arr = npz["feat"]
-        except _NPY_ERRORS as e:
+        except NPY_ERRORS as e:
             raise _unreadable(path, e) from None
     if arr.ndim not in (2, 3) or arr.shape[-1] < 1:
         raise ValueError(f"{path}: expected att features (H, W, D) or (N, D), got shape {arr.shape}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from captionlib.metrics.fluency_score import FLUENCY_KEYS as _FLUENCY_KEYS
+from captionlib.metrics.fluency_score import FLUENCY_KEYS
 from captionlib.metrics.significance import BootstrapResult, has_per_clip, paired_bootstrap_files
 from captionlib.rl import RL_ALGOS
 from captionlib.rl.rewards import describe_reward
@@ -57,9 +57,8 @@ METRIC_KEYS = (
     "mBLEU-4 (beams)",
     "Vocab",
 )
-#: The fluency columns (``caption_score --metrics ...,fluency``), shown after :data:`METRIC_KEYS`
-#: where some row has them.
-FLUENCY_KEYS = _FLUENCY_KEYS
+#: The fluency columns (:data:`captionlib.metrics.fluency_score.FLUENCY_KEYS`) are shown after
+#: :data:`METRIC_KEYS` where some row has them.
 FLUENCY_NOTE = (
     "Fluency (`--metrics ...,fluency`, docs/fluency.md): `FER (rules)` / `FER (detector)`: the fraction "
     "of 1-best captions the rule checks / the fluency error detector flag; `CIDEr-D-FL`, `SPIDEr-FL`: a "

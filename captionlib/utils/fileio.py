@@ -165,7 +165,7 @@ def atomic_save(obj: Any, path: PathLike) -> None:
 
 
 #: what np.load / NpzFile raise for a truncated, corrupt or foreign file
-_NPY_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
+NPY_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
 _NUMERIC_KINDS = "biufc"  # bool, signed and unsigned integers, floats, complex numbers
 
 
@@ -194,7 +194,7 @@ def load_numeric_arrays(path: PathLike, what: str, fix: str) -> Union[np.ndarray
                 arrays = {k: loaded[k] for k in loaded.files}
         else:
             arrays = {"": loaded}
-    except _NPY_ERRORS as e:
+    except NPY_ERRORS as e:
         if "allow_pickle=False" in str(e):  # numpy's refusal of an object array or of a pickled file
             raise ValueError(f"{path}: {plain}; it holds an object array or a pickle, refused because loading "
                              f"it would unpickle (and unpickling can run code): {fix}") from None
@@ -372,7 +372,7 @@ def _pickle_bytes(source: Union[Path, BinaryIO]) -> bytes:
     return data
 
 
-def _refused_globals(source: Union[Path, BinaryIO], message: str, numpy_values: bool = False) -> List[str]:
+def refused_globals(source: Union[Path, BinaryIO], message: str, numpy_values: bool = False) -> List[str]:
     """The globals of a torch file that ``torch.load(weights_only=True)`` refused (read from its
     pickle without running it), without those :func:`numpy_safe_globals` let through when
     ``numpy_values``; else the one named in torch's error ``message``.
@@ -445,7 +445,7 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu", data: Optional[by
         with allow(numpy_safe_globals()) if allow is not None else contextlib.nullcontext():
             return torch.load(source, map_location=map_location, weights_only=True)
     except Exception as e:  # zip/pickle errors of a truncated or foreign file, or a refused global
-        refused = _refused_globals(source, str(e), numpy_values) if isinstance(e, pickle.UnpicklingError) else []
+        refused = refused_globals(source, str(e), numpy_values) if isinstance(e, pickle.UnpicklingError) else []
         if refused:
             raise UnsafeFileError(
                 f"{name}: refused to load: it holds other things than tensors and plain Python values "

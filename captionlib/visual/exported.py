@@ -35,6 +35,7 @@ from typing import Any, Dict, Iterator, Tuple
 import torch
 
 from captionlib.utils.archive import DEFAULT_MAX_MODEL_BYTES, member_sizes, read_member
+from captionlib.utils.fileio import refused_globals
 
 MODEL_JSON = "models/model.json"
 WEIGHTS_CONFIG = "data/weights/model_weights_config.json"
@@ -203,11 +204,8 @@ def _check_sample_inputs(data: bytes, what: str) -> None:
     try:
         torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # what the unpickler raises varies: any failure means torch would fall back
-        try:
-            refused = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
-        except Exception:  # not even a torch file
-            refused = []
-        reason = f"it needs {', '.join(sorted(refused))}" if refused else f"{type(e).__name__}"
+        refused = refused_globals(io.BytesIO(data), str(e))
+        reason = f"it needs {', '.join(refused)}" if refused else f"{type(e).__name__}"
         raise ValueError(f"{what}: torch.load(weights_only=True) refuses it ({reason}), and torch.export.load "
                          f"would then unpickle it with weights_only=False; nothing was loaded") from None
 
