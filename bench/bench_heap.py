@@ -98,15 +98,15 @@ def child(setting: str, stats_path: str, train_argv: Sequence[str]) -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    import captionlib.train.common as common
+    import captionlib.train.fit as fit_module
     from captionlib.utils import memory
 
     threshold, trim_every = parse_setting(setting)
     libc = memory.glibc()
     if setting != "default" and libc is None:
         raise SystemExit(f"{setting}: needs glibc (this C library is not glibc)")
-    # fit() calls common.limit_heap_growth(): replace it by the setting's own
-    common.limit_heap_growth = (lambda: memory.limit_heap_growth(threshold)) if threshold else (lambda: False)
+    # fit() calls fit_module.limit_heap_growth(): replace it by the setting's own
+    fit_module.limit_heap_growth = (lambda: memory.limit_heap_growth(threshold)) if threshold else (lambda: False)
     stamps: List[float] = []
 
     def hook(optimizer, args, kwargs):

@@ -73,7 +73,7 @@ from captionlib.rl.policy_gradient import PolicyGradient  # noqa: E402
 from captionlib.rl.rewards import Reward  # noqa: E402
 from captionlib.text.cleaner import clean_words  # noqa: E402
 from captionlib.text.tokenizer import Tokenizer  # noqa: E402
-from captionlib.train.common import epoch_batches  # noqa: E402
+from captionlib.train.batching import epoch_batches  # noqa: E402
 from captionlib.train.options import TrainOptions  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "data"

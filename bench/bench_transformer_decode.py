@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from captionlib.models.encoding import BatchParts  # noqa: E402
+from captionlib.models.batch_parts import BatchParts  # noqa: E402
 from captionlib.models.transformer import TransformerDecoder  # noqa: E402
 from bench_train import timed_round_robin  # noqa: E402
 

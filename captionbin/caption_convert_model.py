@@ -9,7 +9,7 @@ versions wrote numpy's RNG state into ``latest.pth`` and the document frequencie
 (``cider_df.pkl``, also inside packed models); those files are refused with a message naming
 this command. It reads the old pickle with a restricted unpickler (numpy arrays and numbers
 only: nothing in the file is run) and still requires ``--trust_pickle true``, an explicit
-step for files you made yourself (see :func:`captionlib.pretrained.convert_legacy_file`).
+step for files you made yourself (see :func:`captionlib.packed.legacy.convert_legacy_file`).
 
 Usage:
     python -m captionbin.caption_convert_model --trust_pickle true \\
@@ -50,7 +50,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     if not args.trust_pickle:
         parser.error("--trust_pickle true is required: the old file is a pickle (read with only numpy arrays "
                      "and numbers allowed); convert only files you made yourself")
-    from captionlib.pretrained import convert_legacy_file
+    from captionlib.packed import convert_legacy_file
 
     try:
         kind = convert_legacy_file(args.input, args.output, trust_pickle=args.trust_pickle)

@@ -2,7 +2,7 @@
 """Extract features for the clips of one wav.scp shard into ark or HDF5: the log-mel
 (``--feats_type logmel``), or the frame outputs of a frozen pretrained audio encoder on that
 log-mel (``--feats_type pretrained --encoder convnext --pretrained <checkpoint>``; see
-:mod:`captionlib.models.encoder_feats`).
+:mod:`captionlib.models.pretrained_feats`).
 
 Writes ``<out_prefix>.{ark|h5}``, ``<out_prefix>.scp`` (absolute paths) and, for
 ``--out_prefix DIR/feats.JOB``, ``DIR/utt2num_frames.JOB``, ``DIR/feats_dim.JOB`` and
@@ -107,7 +107,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
 
         run_shard_job(dump_feats, args)
     else:
-        from captionlib.models.encoder_feats import dump_encoder_feats
+        from captionlib.models.pretrained_feats import dump_encoder_feats
 
         run_shard_job(dump_encoder_feats, args)
 

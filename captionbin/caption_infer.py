@@ -24,7 +24,7 @@ looked for where they were packed from and in torchvision's cache
 
 Directories are searched recursively for the files the model captions (audio:
 ``.wav``/``.flac``/``.ogg``/``.mp3``/``.m4a``; image and video models: their extensions, see
-:data:`captionlib.pretrained.IMAGE_EXTENSIONS` / ``VIDEO_EXTENSIONS``), sorted. Decoding options
+:data:`captionlib.packed.frontends.IMAGE_EXTENSIONS` / ``VIDEO_EXTENSIONS``), sorted. Decoding options
 default to those packed with the model (the recipe's decode config); the options below override
 them.
 
@@ -102,7 +102,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         parser.error(f"--{e}")
     import torch
 
-    from captionlib.pretrained import PretrainedCaptioner, find_audio_files, format_results
+    from captionlib.packed import PretrainedCaptioner, find_audio_files, format_results
     from captionlib.utils.fileio import atomic_write_text, check_writable
 
     if args.output != "-":

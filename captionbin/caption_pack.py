@@ -8,11 +8,11 @@ model), the feature config resolved as the feature binary's ``--print_config`` p
 frequencies, the decoding options of ``caption_decode --config <decode_config> <decode_args>``,
 and a ``manifest.json`` (recipe, git revision, UTC date, the environments that trained the model
 (``train_environment``: its dir's ``env.yaml`` files), sample rates of the training audio, the
-metrics of ``--score_json``, and each file's size and SHA-256); see :mod:`captionlib.pretrained`.
+metrics of ``--score_json``, and each file's size and SHA-256); see :mod:`captionlib.packed`.
 For a CNN the archive holds what it needs: ``random_convnet`` its seed (in the feature config),
 ``exported`` the ``.pt2`` file itself, a torchvision name only the name, size and SHA-256 of its
 weights file (not packed: ``caption_infer`` finds it in torchvision's cache, see
-:func:`captionlib.pretrained.find_cnn_weights`). ``captionbin.caption_infer`` captions audio, image
+:func:`captionlib.packed.frontends.find_cnn_weights`). ``captionbin.caption_infer`` captions audio, image
 or video files with it.
 
 Usage:
@@ -139,7 +139,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     """Run caption_pack."""
     args = parse_args(get_parser(), cmd, REQUIRED)
     from captionbin.caption_decode import get_parser as decode_parser
-    from captionlib.pretrained import audio_sample_rates, pack_model
+    from captionlib.packed import audio_sample_rates, pack_model
     from captionlib.utils.fileio import check_writable
 
     try:

@@ -141,9 +141,9 @@ def make_visual_recipe(root: Path, media_type: str, feats_config: dict = None, f
     """Like :func:`make_recipe` for an image or video model: conf/feats_cnn.yaml (default
     :data:`CNN_CONFIGS`), a tiny untrained Captioner taking ``feats_dim``-d features normalised
     by the statistics of the fixture media's features (computed with
-    :class:`captionlib.pretrained.VisualFrontEnd`), data/train/<media_type>.scp."""
+    :class:`captionlib.packed.frontends.VisualFrontEnd`), data/train/<media_type>.scp."""
     from captionbin.caption_extract_visual_feats import get_parser
-    from captionlib.pretrained import VisualFrontEnd
+    from captionlib.packed import VisualFrontEnd
 
     feats_config = dict(CNN_CONFIGS[media_type] if feats_config is None else feats_config)
     recipe = make_recipe(root)  # the audio recipe's files, replaced where the front end differs

@@ -14,7 +14,7 @@ from captionlib.io.datadir import PathLike, read_scp
 from captionlib.io.feats import FeatShardWriter
 
 #: ``logmel``: the log-mel itself; ``pretrained``: what a frozen pretrained encoder makes of it
-#: (``transform``, see :mod:`captionlib.models.encoder_feats`).
+#: (``transform``, see :mod:`captionlib.models.pretrained_feats`).
 FEATS_TYPES = ("logmel", "pretrained")
 
 
@@ -63,7 +63,7 @@ def dump_feats(
         dtype: computation dtype, ``"float32"`` (fast) or ``"float64"`` (:mod:`captionlib.audio.features`).
         strict: an audio file shorter than its header says is an error (default: a logged
             warning naming it; see :func:`captionlib.audio.io.check_truncation`).
-        transform: see ``feats_type`` (:mod:`captionlib.models.encoder_feats`).
+        transform: see ``feats_type`` (:mod:`captionlib.models.pretrained_feats`).
         logmel_options: ``fmin``, ``fmax``, ``log``, ``pad_mode``, and ``frontend`` (``stft``, the
             default, or ``kaldi``: Kaldi fbank) of :func:`~captionlib.audio.features.make_extractor`.
 
@@ -107,7 +107,7 @@ def _check_feats_type(feats_type: str, transform) -> None:
         raise ValueError(f"unknown feats_type {feats_type!r}; expected one of {FEATS_TYPES}")
     if (feats_type == "pretrained") != (transform is not None):
         raise ValueError(f"feats_type {feats_type!r} {'needs' if transform is None else 'takes no'} transform "
-                         "(the frozen encoder of captionlib.models.encoder_feats)")
+                         "(the frozen encoder of captionlib.models.pretrained_feats)")
 
 
 def warn_mixed_rates(wav_scp: PathLike, rates: Counter) -> None:

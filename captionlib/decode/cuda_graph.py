@@ -23,7 +23,7 @@ How it differs from the eager loop:
 - the random numbers of a replay come from the CUDA generator's graph-safe Philox offsets:
   samples have the same law as the eager loop's, but a seed does not give the eager loop's draws;
 - encodings with frame axes (an attention decoder's memory, (batch, frames, dim) parts of a
-  :class:`~captionlib.models.encoding.BatchParts`) are zero-padded to a multiple of
+  :class:`~captionlib.models.batch_parts.BatchParts`) are zero-padded to a multiple of
   :data:`FRAME_MULTIPLE` frames, so that batches of other lengths share a graph; the decoders
   mask frames past ``memory_lens``, so the padding changes nothing but float rounding;
 - each captured shape keeps its graph and its memory pool (at most :data:`CACHE_SIZE`, the
@@ -40,7 +40,7 @@ from typing import Any, List, Optional
 import torch
 
 from captionlib.decode.loop import SampleOutput, decode_loop, trimmed
-from captionlib.models.encoding import BatchParts
+from captionlib.models.batch_parts import BatchParts
 from captionlib.utils.distributed import row_sharded
 
 #: frames of an encoding's frame axis are padded to a multiple of this (one graph per length bucket)

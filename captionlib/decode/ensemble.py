@@ -11,7 +11,7 @@ The searches only need ``v.size(0)``, ``v.device`` and row operations on the aud
 so :meth:`Ensemble.encode` returns the models' embeddings *concatenated along the feature
 axis*, (batch, sum_m embed_m); :meth:`Ensemble.first_step` splits it back. When a member's
 encoding is more than one tensor (an attention decoder's
-:class:`~captionlib.models.encoding.BatchParts`), the ensemble's encoding is the BatchParts of
+:class:`~captionlib.models.batch_parts.BatchParts`), the ensemble's encoding is the BatchParts of
 the members' encodings instead. The decoder state is the tuple of the models' states.
 """
 
@@ -20,8 +20,8 @@ from typing import Any, List, Sequence, Tuple
 import torch
 from torch import nn
 
+from captionlib.models.batch_parts import BatchParts
 from captionlib.models.captioner import load_model_file
-from captionlib.models.encoding import BatchParts
 
 
 class Ensemble(nn.Module):

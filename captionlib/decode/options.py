@@ -1,6 +1,6 @@
 """The one check of the decoding options, shared by ``caption_decode``, ``caption_infer``,
 :func:`captionlib.decode.inference.decode_feats_scp` and
-:class:`captionlib.pretrained.PretrainedCaptioner`, so that a value out of range is refused
+:class:`captionlib.packed.captioner.PretrainedCaptioner`, so that a value out of range is refused
 up front (naming the option and its range) instead of decoding greedily, writing empty
 captions or failing deep inside with ``range() arg 3 must not be zero``.
 

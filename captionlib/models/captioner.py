@@ -13,11 +13,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from captionlib.models.batch_parts import BatchParts, cat_encodings
 from captionlib.models.beats import BEATsEncoder
 from captionlib.models.convnext import ConvNeXtEncoder
 from captionlib.models.decoders import GRUDecoder, LSTMDecoder, TopDownDecoder
 from captionlib.models.encoders import CRNNEncoder, LinearEncoder, RNNEncoder
-from captionlib.models.encoding import BatchParts, cat_encodings
 from captionlib.models.panns import Cnn10Encoder, Cnn14Encoder
 from captionlib.models.transformer import TransformerDecoder, TransformerEncoderStack, check_conf
 from captionlib.utils.fileio import load_checkpoint
@@ -136,7 +136,7 @@ class Captioner(nn.Module):
         frames; ``feat_lens`` are not changed).
 
         With an attention decoder (``uses_memory``) the encoding is
-        :class:`~captionlib.models.encoding.BatchParts` ``(v, memory, memory_lens)``: the
+        :class:`~captionlib.models.batch_parts.BatchParts` ``(v, memory, memory_lens)``: the
         clip vector (batch, embed), the encoder's frame outputs (batch, frames', embed) and
         their valid lengths (batch,); decoding and RL handle it like a tensor.
 

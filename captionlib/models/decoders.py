@@ -20,7 +20,7 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from captionlib.models.encoding import BatchParts, pooled
+from captionlib.models.batch_parts import BatchParts, pooled
 from captionlib.utils.distributed import Dropout
 
 
@@ -149,7 +149,7 @@ class TopDownDecoder(nn.Module):
     masked) gives the attended vector; the language LSTM reads ``[attended, h_att(t)]`` and
     its output gives the word distribution.
 
-    The encoding is :class:`~captionlib.models.encoding.BatchParts` ``(v, memory,
+    The encoding is :class:`~captionlib.models.batch_parts.BatchParts` ``(v, memory,
     memory_lens)``: (batch, memory_size), (batch, frames, memory_size), (batch,). The state
     is BatchParts ``(h_att, c_att, h_lang, c_lang, v, memory, memory projection, mask)``.
 

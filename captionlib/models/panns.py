@@ -24,7 +24,7 @@ STFT and mel matrix) is not part of the encoder: it is the features config
 checkpoint's front-end tensors against that config instead of loading them. Nor is the
 authors' SpecAugment (the captioner has its own) or mixup.
 
-XE training loads a checkpoint with ``encoder_conf: {pretrained: <path>}`` (and ``freeze``,
+XE training loads a checkpoint with ``encoder_conf: {pretrained: <path>}`` (and ``freeze_encoder``,
 ``lr_factor``; see :func:`captionlib.train.xe.split_encoder_conf`), checking the front end
 against the ``feats_config.yaml`` that stage 2 writes into the dump dir. The encoder then
 takes the raw log-mel in dB, as the authors' does (``bn0`` normalises each mel bin with the

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from captionlib.models.encoding import BatchParts
+from captionlib.models.batch_parts import BatchParts
 from captionlib.utils.distributed import Dropout
 
 ACTIVATIONS = ("gelu", "relu")
@@ -286,7 +286,7 @@ class TransformerDecoder(nn.Module):
     embeddings have unit variance, where CoNeTTE keeps ``nn.Embedding``'s N(0, 1).
 
     Encoding (from :class:`~captionlib.models.captioner.Captioner`, ``uses_memory``):
-    :class:`~captionlib.models.encoding.BatchParts` ``(v, memory, memory_lens)``, (batch,
+    :class:`~captionlib.models.batch_parts.BatchParts` ``(v, memory, memory_lens)``, (batch,
     embed), (batch, frames, memory_size), (batch,); or a (batch, memory_size) tensor.
 
     State of step-wise decoding: a :class:`TransformerState`, the per-layer key/value caches

@@ -7,7 +7,7 @@ same seed group (:func:`captionlib.report.results.seed_group`: the names without
 shaded band from the minimum to the maximum over the seeds.
 
 Layout: the left column shows the training objective, ``train_loss`` of XE dirs and
-``train_reward`` of RL dirs (dir names of :data:`captionlib.report.results.RL_ALGORITHMS`),
+``train_reward`` of RL dirs (whose ``config.yaml`` names an ``rl_algo``),
 in one sub-panel each since their scales differ; the right panel shows ``valid_cider_d``
 per epoch for every group. matplotlib is used through its Agg canvas (no pyplot, no global backend).
 """
@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from captionlib.report.results import RL_ALGORITHMS, model_algorithm, seed_group
+from captionlib.report.results import is_rl_model, model_kind, read_model_config, seed_group
 
 VALID_KEY = "valid_cider_d"
 #: (history key, panel title) of the objective of XE dirs and of RL dirs.
@@ -81,7 +81,7 @@ def group_exp_dirs(exp_dirs: Sequence[Union[str, Path]]) -> Dict[str, List[Path]
 
     Names are taken relative to the common parent of the dirs' parents (``exp`` for
     ``exp/xe_a_seed0`` and ``exp/xe_a_seed0/scst_b_seed0``). The label is the model kind of
-    :func:`captionlib.report.results.model_algorithm` (``xe``, ``scst``, ...) when that is
+    :func:`captionlib.report.results.model_kind` (``xe``, ``scst``, ...) when that is
     unique among the groups, else the group's last name component, else its whole name.
 
     Returns:
@@ -101,7 +101,8 @@ def group_exp_dirs(exp_dirs: Sequence[Union[str, Path]]) -> Dict[str, List[Path]
         groups.setdefault(seed_group(d.relative_to(root).as_posix())[0], []).append(d)
     names = sorted(groups)
     labels: Dict[str, str] = {}
-    for choose in (lambda g: model_algorithm(g) or g.rsplit("/", 1)[-1], lambda g: g.rsplit("/", 1)[-1]):
+    configs = {g: read_model_config(groups[g][0]) for g in names}
+    for choose in (lambda g: model_kind(g, configs[g]) or g.rsplit("/", 1)[-1], lambda g: g.rsplit("/", 1)[-1]):
         candidates = {g: choose(g) for g in names if g not in labels}
         taken = list(labels.values()) + list(candidates.values())
         labels.update({g: lab for g, lab in candidates.items() if taken.count(lab) == 1})
@@ -131,8 +132,7 @@ def plot_history(
     curves: Dict[str, Dict[str, list]] = {}  # label -> {"objective" | VALID_KEY: [(epochs, values)]}
     kinds: Dict[str, Tuple[str, str]] = {}
     for label, dirs in groups.items():
-        algo = model_algorithm(dirs[0].name)
-        kinds[label] = RL_OBJECTIVE if algo in RL_ALGORITHMS else XE_OBJECTIVE
+        kinds[label] = RL_OBJECTIVE if is_rl_model(read_model_config(dirs[0])) else XE_OBJECTIVE
         curves[label] = {"objective": [], VALID_KEY: []}
         for d in dirs:
             history = load_history(d)

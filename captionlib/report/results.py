@@ -6,8 +6,8 @@ The table has one row per (model dir, decode tag, test set), found as
 precision metrics (BLEU-1..4, METEOR, ROUGE-L, CIDEr-D, SPICE, SPIDEr), then seed 001
 table 4: the mean CIDEr-D of the sampled captions, Div-1, Div-2, mBLEU-4 of the samples
 ("rs") and of the N-best beam hypotheses ("bs"), then Vocab, ``seeds`` and ``paper``.
-The ``paper`` of an RL model names the reward it was trained with, read from the
-``reward:`` (and ``ac_reward:``) line of its ``config.yaml`` (:func:`model_paper`).
+The ``paper`` of an RL model comes from its objective class, with the reward it was trained
+with, read from its ``config.yaml`` (``rl_algo``, ``rl_conf``, ``reward``; :func:`model_paper`).
 
 Runs of several training seeds (``_seed<N>`` in the dir names, see :func:`seed_group`)
 are merged into one row per (seed group, decode tag, test set) showing ``mean ± std`` over
@@ -32,8 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from captionlib.metrics.fluency_score import FLUENCY_KEYS
 from captionlib.metrics.significance import BootstrapResult, has_per_clip, paired_bootstrap_files
-from captionlib.rl import RL_ALGOS
-from captionlib.rl.rewards import describe_reward
+from captionlib.rl import objective_paper
 from captionlib.utils.fileio import read_yaml_mapping
 from captionlib.utils.provenance import describe, run_environments
 
@@ -68,17 +67,10 @@ ABSENT_REASON = "not in score.json (scored before this metric existed; re-run th
 #: Keys shown as integers.
 INTEGER_KEYS = ("Vocab",)
 
-#: RL fine-tuning algorithms, i.e. the name prefixes of the RL dirs written by ``caption.sh``.
-RL_ALGORITHMS = RL_ALGOS
-#: Source of each kind of model, by the name prefix of its dir (the ``paper`` column).
+#: Source of each kind of model that is not an RL objective, by the name prefix of its dir
+#: (the ``paper`` column; an RL model's comes from its objective class, :func:`captionlib.rl.objective_paper`).
 PAPERS = {
     "xe": "Xu et al. 2020 (seed 000), XE",
-    "scst": "Rennie et al. 2017; Xu et al. 2020",
-    "reinforce_plus": "Li & Gong 2019 (REINFORCE+)",
-    "sle": "Chen & Jin 2020 (SLE)",
-    "ac": "Shi et al. (actor-critic)",
-    "mc_pg": "Liu et al. 2017 (MC-PG)",
-    "multitask": "Li & Gong 2019 (multitask)",
     "ensemble": "Xu et al. 2020 (word-level ensemble)",
     "corpus_prior": "most frequent training caption",
 }
@@ -91,8 +83,6 @@ XE_PAPERS = (
     (("linear", "*"), "Vinyals et al. 2015 (Show-and-Tell), XE"),
     (("rnn", "*"), "Venugopalan et al. 2015 (S2VT-style, seed 004), XE"),
 )
-#: ``config.yaml`` keys that select seed 002's embedding reward of ``ac`` (value ``embedding``).
-AC_REWARD_KEYS = ("ac_reward", "reward_type")
 #: Metric, resamples and seed of the significance section.
 SIGNIFICANCE_METRIC = "CIDEr-D"
 NUM_RESAMPLES = 10000
@@ -136,62 +126,52 @@ def seed_group(model_path: str) -> Tuple[str, Optional[int]]:
     return "/".join(parts), (seeds.pop() if seeds else None)
 
 
-def model_algorithm(model_path: str) -> Optional[str]:
-    """Kind of model of a dir, by the prefix of its last path component.
+def model_kind(model_path: str, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """Kind of model of a dir: the ``rl_algo`` of an RL model, as its ``config.yaml`` (``config``)
+    names it, else a key of :data:`PAPERS` by the prefix of the dir's last path component.
 
     Returns:
-        ``"xe"``, one of :data:`RL_ALGORITHMS`, ``"ensemble"``, ``"corpus_prior"``, or
-        ``None`` for any other name (``xe_a/scst_b`` -> ``"scst"``; ``ensemble_seed2`` ->
-        ``"ensemble"``).
+        e.g. ``"scst"`` (config ``rl_algo: scst``), ``"xe"`` (``xe_a``), ``"ensemble"``
+        (``ensemble_seed2``), ``"corpus_prior"``, or ``None`` for any other dir.
     """
+    if config and config.get("rl_algo"):
+        return str(config["rl_algo"])
     last = model_path.rstrip("/").rsplit("/", 1)[-1]
-    for algo in PAPERS:
-        if last == algo or last.startswith(algo + "_"):
-            return algo
+    for kind in PAPERS:
+        if last == kind or last.startswith(kind + "_"):
+            return kind
     return None
 
 
+def is_rl_model(config: Optional[Mapping[str, Any]]) -> bool:
+    """Whether a model dir's ``config.yaml`` (``config``) is an RL run's: it names an ``rl_algo``."""
+    return bool(config and config.get("rl_algo"))
+
+
 def model_paper(model_path: str, config: Optional[Mapping[str, Any]] = None) -> str:
-    """The ``paper`` cell of a model dir: :data:`PAPERS`, plus the reward of an RL model.
+    """The ``paper`` cell of a model dir.
 
     Args:
         model_path: model dir relative to the exp dir.
         config: the model dir's ``config.yaml`` (``None`` if it has none).
 
     Returns:
-        For an RL model, ``"<paper>, reward <reward>"`` with the reward of ``config["reward"]``
-        (:func:`captionlib.rl.rewards.describe_reward`, e.g. ``"Liu et al. 2017 (MC-PG),
-        reward CIDEr-D"``); ``ac`` reads ``"A2C, <reward> reward (Shi et al. value network)"``,
-        or ``"Shi et al. (actor-critic, embedding reward)"`` when a key of
-        :data:`AC_REWARD_KEYS` is ``embedding``; a non-zero ``entropy_weight`` adds
-        ``"+ max-entropy <weight> (SLL-ME, Chen & Jin 2020)"``; a missing reward is said so. An XE model:
-        :data:`XE_PAPERS` by its encoder and decoder (``"XE (<encoder> + <decoder>)"`` for a
-        pair not listed). Other models: :data:`PAPERS` (empty for an unknown kind).
+        For an RL model (:func:`is_rl_model`), its objective class's description with its reward
+        (:func:`captionlib.rl.objective_paper`, e.g. ``"Liu et al. 2017 (MC-PG), reward CIDEr-D"``).
+        An XE model: :data:`XE_PAPERS` by its encoder and decoder (``"XE (<encoder> + <decoder>)"``
+        for a pair not listed). Other models: :data:`PAPERS` (empty for an unknown kind).
     """
-    algo = model_algorithm(model_path) or ""
+    if is_rl_model(config):
+        return objective_paper(config)
+    kind = model_kind(model_path) or ""
     config = config or {}
-    if algo == "xe":
+    if kind == "xe":
         model = (config.get("encoder", "crnn"), config.get("decoder", "gru"))
         for pattern, paper in XE_PAPERS:
             if all(p in ("*", m) for p, m in zip(pattern, model)):
                 return paper
         return f"XE ({model[0]} + {model[1]})"
-    if algo not in RL_ALGORITHMS:
-        return PAPERS.get(algo, "")
-    if algo == "ac" and any(config.get(k) == "embedding" for k in AC_REWARD_KEYS):
-        return "Shi et al. (actor-critic, embedding reward)"
-    spec = config.get("reward")
-    if spec is None:
-        return f"{PAPERS[algo]}, reward not recorded (no reward: in config.yaml)"
-    try:
-        reward = describe_reward(str(spec))
-    except ValueError:
-        reward = str(spec)
-    if algo == "ac":
-        return f"A2C, {reward} reward (Shi et al. value network)"
-    if config.get("entropy_weight"):
-        return f"{PAPERS[algo]} + max-entropy {config['entropy_weight']:g} (SLL-ME, Chen & Jin 2020), reward {reward}"
-    return f"{PAPERS[algo]}, reward {reward}"
+    return PAPERS.get(kind, "")
 
 
 def read_model_config(model_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
@@ -215,6 +195,7 @@ class ScoreRow:
         skipped: metric -> reason, as written by ``caption_score``.
         score_json: the file read (``per_clip.json`` is looked for beside it).
         paper: the ``paper`` cell (:func:`model_paper` with the model dir's ``config.yaml``).
+        rl: whether the model dir is an RL run's (:func:`is_rl_model` of its ``config.yaml``).
         environments: the model dir's ``env.yaml`` files, first to last
             (:func:`captionlib.utils.provenance.run_environments`; ``[]``: a trained model
             dir without one), ``None`` for a dir without ``config.yaml`` (not trained:
@@ -229,6 +210,7 @@ class ScoreRow:
     score_json: Optional[Path] = None
     paper: str = ""
     environments: Optional[List[Dict[str, Any]]] = None
+    rl: bool = False
 
 
 @dataclass
@@ -329,6 +311,7 @@ def load_score_row(score_json: Union[str, Path], exp_dir: Union[str, Path]) -> S
         score_json=score_json,
         paper=model_paper(model, config),
         environments=None if config is None else run_environments(model_dir),
+        rl=is_rl_model(config),
     )
 
 
@@ -414,8 +397,8 @@ def collect_significance(
 ) -> List[SignificanceRow]:
     """Paired bootstrap of every RL model against the XE model whose dir it is nested in.
 
-    For each RL row (last path component named ``<algo>_*`` with ``algo`` in
-    :data:`RL_ALGORITHMS`, its first path component an XE dir ``xe_*``; staged RL dirs nest
+    For each RL row (a model dir whose ``config.yaml`` names an ``rl_algo``, its first path
+    component an XE dir ``xe_*``; staged RL dirs nest
     deeper, e.g. ``xe_a/reinforce_plus_b/multitask_c``, and are compared with that XE model)
     and the XE row of the same test set and decode tag (or, when the XE dir was decoded with
     another model file, e.g. seed 000's ``valid.bleu_4.best.pth``, its only row of the same
@@ -438,14 +421,14 @@ def collect_significance(
         by_config.setdefault((r.model, decode_config_of(r.decode_tag), r.test_set), []).append(r)
     groups: Dict[tuple, SignificanceRow] = {}
     for r in rows:
-        if "/" not in r.model or model_algorithm(r.model) not in RL_ALGORITHMS:
+        if "/" not in r.model or not r.rl:
             continue
         parent = r.model.split("/", 1)[0]
         base = by_key.get((parent, r.decode_tag, r.test_set))
         if base is None:
             same_config = by_config.get((parent, decode_config_of(r.decode_tag), r.test_set), [])
             base = same_config[0] if len(same_config) == 1 else None
-        if model_algorithm(parent) != "xe" or base is None or None in (r.score_json, base.score_json):
+        if model_kind(parent) != "xe" or base is None or None in (r.score_json, base.score_json):
             continue
         rl_file = r.score_json.with_name("per_clip.json")
         xe_file = base.score_json.with_name("per_clip.json")

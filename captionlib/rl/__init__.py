@@ -3,15 +3,23 @@
 The objective registry, :data:`RL_OBJECTIVES`, maps each ``--rl_algo`` to its class, like
 the model registry (``ENCODERS``, ``DECODERS``) maps ``encoder:`` and ``decoder:``. A class
 is given as ``"module:Class"`` and imported when used, so that this package (and so every
-binary's ``--help``) imports no torch. Each class has a
-``from_options(opts, model, reward, tokenizer, train_set)`` classmethod that reads and
-validates its own options of :class:`captionlib.rl.options.RLOptions` and returns the
-objective module ``(model, batch) -> (loss, stats)``. Adding an objective means one class
-and one entry here (or a :func:`register_objective` call).
+binary's ``--help``) imports no torch. Each class declares
+
+* ``Conf``: the dataclass of its ``rl_conf`` block (fields made by
+  :func:`captionlib.train.options.option`: default, help, choices, range), as ``encoder_conf``
+  is the encoder's: ``--rl_algo sle --rl_conf "{num_samples: 5, alpha: 0.75}"``;
+* ``paper``: its source, and ``describe(conf, reward)``: its ``paper`` cell of RESULTS.md;
+* ``from_options(opts, conf, model, reward, tokenizer, train_set)``: the objective module
+  ``(model, batch) -> (loss, stats)``, and optionally ``check_options(opts, conf)``: the
+  combinations it cannot train with.
+
+Adding an objective means one file with such a class and one entry here (or a
+:func:`register_objective` call); ``rl/options.py`` and ``report/`` name no objective.
 """
 
+import dataclasses
 import importlib
-from typing import Dict, Union
+from typing import Any, Dict, Mapping, Tuple, Union
 
 #: ``--rl_algo`` -> its objective class (``"module:Class"``, imported by :func:`objective_class`).
 RL_OBJECTIVES: Dict[str, Union[str, type]] = {
@@ -24,20 +32,6 @@ RL_OBJECTIVES: Dict[str, Union[str, type]] = {
 }
 #: Values of ``--rl_algo``: the built-in objectives.
 RL_ALGOS = tuple(RL_OBJECTIVES)
-#: SLE (seed 001) distances and diversity baselines, see :mod:`captionlib.rl.sle`.
-SLE_DISTANCES = ("bleu34_sum", "bleu34_mean")
-SLE_DIVERSITY_BASELINES = ("leave_one_out", "all_pairs")
-#: Multitask (seed 004) attribute words and the input of the attribute head, see :mod:`captionlib.rl.multitask`.
-ATTRIBUTE_SELECTIONS = ("pos", "stopwords")
-ATTRIBUTE_INPUTS = ("cnn", "embedding")
-#: Actor-critic (seed 002) rewards (``metric``: the ``--reward`` metrics, i.e. A2C with a
-#: CIDEr-D reward; ``embedding``: the paper's audio-caption embedding cosine) and value
-#: encoders (the captioner's detached embedding, or the critic's own), see :mod:`captionlib.rl.actor_critic`.
-AC_REWARDS = ("metric", "embedding")
-AC_VALUE_ENCODERS = ("shared", "separate")
-#: Where the sampled captions' log-probabilities come from (``--sample_logprobs``): the sampling
-#: loop, or one teacher-forced pass over them, see :meth:`captionlib.rl.policy_gradient.SampledObjective.draw`.
-SAMPLE_LOGPROBS = ("loop", "recompute")
 
 
 def register_objective(name: str, cls: type) -> None:
@@ -45,14 +39,18 @@ def register_objective(name: str, cls: type) -> None:
 
     Args:
         name: the ``rl_algo`` value.
-        cls: a class with a ``from_options(opts, model, reward, tokenizer, train_set)``
-            classmethod returning the objective.
+        cls: a class with a ``Conf`` dataclass (its ``rl_conf`` keys), a ``paper`` string and a
+            ``from_options(opts, conf, model, reward, tokenizer, train_set)`` classmethod
+            returning the objective (see the module docstring).
 
     Raises:
-        TypeError: ``cls`` has no ``from_options``.
+        TypeError: ``cls`` lacks one of them.
     """
     if not callable(getattr(cls, "from_options", None)):
-        raise TypeError(f"objective {name!r}: {cls!r} has no from_options(opts, model, reward, tokenizer, train_set)")
+        raise TypeError(f"objective {name!r}: {cls!r} has no from_options(opts, conf, model, reward, tokenizer, "
+                        "train_set)")
+    if not dataclasses.is_dataclass(getattr(cls, "Conf", None)) or not isinstance(getattr(cls, "paper", None), str):
+        raise TypeError(f"objective {name!r}: {cls!r} needs a Conf dataclass (its rl_conf keys) and a paper string")
     RL_OBJECTIVES[name] = cls
 
 
@@ -71,17 +69,31 @@ def objective_class(name: str) -> type:
     return cls
 
 
-def check_rl_options(opts) -> type:
-    """Check the options of an RL run before anything is loaded, and return the objective class.
+def objective_conf(cls: type, rl_conf: Mapping[str, Any], rl_algo: str) -> Any:
+    """The ``rl_conf`` block of ``--rl_algo rl_algo`` as its class's ``Conf``, checked
+    (:func:`captionlib.utils.cli.options_from_mapping`).
+
+    Raises:
+        ValueError: ``rl_conf (rl_algo sle): unknown key 'x'; its keys: ...``, or a value of
+            the wrong type, outside its choices or its range.
+    """
+    from captionlib.utils.cli import options_from_mapping
+
+    return options_from_mapping(cls.Conf, rl_conf, f"rl_conf (rl_algo {rl_algo})")
+
+
+def check_rl_options(opts) -> Tuple[type, Any]:
+    """Check the options of an RL run before anything is loaded; return the objective class
+    and its ``rl_conf`` block (its ``Conf``).
 
     Checks each option's range and choices (:func:`captionlib.utils.cli.check_options`), that
-    ``rl_algo`` is registered, that ``entropy_weight`` and ``sample_logprobs: recompute`` are read
-    by the objective, the ``reward`` spec (and that SPICE can run where a term needs it:
-    :func:`captionlib.rl.rewards.check_reward`), and the objective's own combinations (its
-    ``check_options`` classmethod, e.g. SLE's ``num_samples >= 2``). What needs the model or the
-    data (e.g. ``attribute_input: cnn`` with a model without a CNN) is checked when they are
-    loaded. ``caption_rl_train --check_only`` runs this alone: the recipe checks every algorithm
-    of ``--rl_algo`` before it trains any.
+    ``rl_algo`` is registered, its ``rl_conf`` keys (:func:`objective_conf`), the ``reward`` spec
+    (and that SPICE can run where a term needs it: :func:`captionlib.rl.rewards.check_reward`),
+    and the objective's own combinations (its ``check_options(opts, conf)`` classmethod, e.g.
+    actor-critic's embedding reward with ``fluency_penalty``). What needs the model or the data
+    (e.g. ``attribute_input: cnn`` with a model without a CNN) is checked when they are loaded.
+    ``caption_rl_train --check_only`` runs this alone: the recipe checks every algorithm of
+    ``--rl_algo`` before it trains any.
 
     Args:
         opts: a :class:`captionlib.rl.options.RLOptions`.
@@ -94,17 +106,43 @@ def check_rl_options(opts) -> type:
 
     check_options(opts)
     cls = objective_class(opts.rl_algo)
-    read = getattr(cls, "options_read", ())
-    if opts.entropy_weight > 0 and "entropy_weight" not in read:
-        raise ValueError(f"entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo {opts.rl_algo}")
-    if opts.sample_logprobs != "loop" and "sample_logprobs" not in read:
-        raise ValueError(f"sample_logprobs {opts.sample_logprobs} is not read by rl_algo {opts.rl_algo} "
-                         "(its samples' log-probabilities come from its own loop)")
+    conf = objective_conf(cls, opts.rl_conf, opts.rl_algo)
     check_reward(opts.reward, opts.spice_lib_dir)
-    if opts.fluency_penalty > 0 and getattr(opts, "ac_reward", "metric") == "embedding" and opts.rl_algo == "ac":
-        raise ValueError("fluency_penalty applies to the --reward metrics, not to ac_reward embedding")
     if opts.fluency_model and not opts.fluency_penalty > 0:
         raise ValueError(f"fluency_model {opts.fluency_model} is read only with fluency_penalty > 0")
     if callable(getattr(cls, "check_options", None)):
-        cls.check_options(opts)
-    return cls
+        cls.check_options(opts, conf)
+    return cls, conf
+
+
+def objective_paper(config: Mapping[str, Any]) -> str:
+    """The ``paper`` cell of RESULTS.md for an RL model dir, from its ``config.yaml``: the
+    objective class's ``describe(conf, reward)`` with the reward of ``config["reward"]``
+    (:func:`captionlib.rl.rewards.describe_reward`). A ``config.yaml`` written before the
+    ``rl_conf`` blocks (flat keys, :data:`captionlib.rl.options.MOVED_TO_RL_CONF`) is read
+    with its keys moved into the block.
+
+    Returns:
+        e.g. ``"Chen & Jin 2020 (SLE), reward CIDEr-D"``; ``"rl_algo <name>"`` for an objective
+        that is not registered in this process.
+    """
+    from captionlib.rl.options import MOVED_TO_RL_CONF
+    from captionlib.rl.rewards import describe_reward
+
+    algo = str(config.get("rl_algo"))
+    try:
+        cls = objective_class(algo)
+    except ValueError:
+        return f"rl_algo {algo}"
+    conf = dict(config.get("rl_conf") or {})
+    if "rl_conf" not in config:  # written before rl_conf
+        keys = {f.name for f in dataclasses.fields(cls.Conf)}
+        conf = {new: config[old] for old, (_, new) in MOVED_TO_RL_CONF.items() if old in config and new in keys}
+    spec = config.get("reward")
+    if spec is None:
+        return f"{cls.paper}, reward not recorded (no reward: in config.yaml)"
+    try:
+        reward = describe_reward(str(spec))
+    except ValueError:
+        reward = str(spec)
+    return cls.describe(conf, reward)

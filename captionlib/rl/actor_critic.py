@@ -57,21 +57,44 @@ objective's state and survives a resume.
 """
 
 from contextlib import nullcontext
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from captionlib.data.datasets import pad_ids
-from captionlib.models.encoding import pooled
-from captionlib.rl import AC_REWARDS as REWARD_TYPES
-from captionlib.rl import AC_VALUE_ENCODERS as VALUE_ENCODERS
+from captionlib.models.batch_parts import pooled
 from captionlib.rl.embedding import AudioCaptionEmbedding, FrameEncoder, ranking_loss
 from captionlib.rl.options import DEFAULTS
-from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.policy_gradient import RL_CONF, CriticConf, LogprobsConf, SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train.options import option
+
+#: The rewards (``metric``: the ``--reward`` metrics, i.e. A2C with a CIDEr-D reward;
+#: ``embedding``: seed 002's audio-caption embedding cosine) and the critic's audio encoders.
+REWARD_TYPES = ("metric", "embedding")
+VALUE_ENCODERS = ("shared", "separate")
+
+
+@dataclass
+class ActorCriticConf(LogprobsConf, CriticConf):
+    """The ``rl_conf`` keys of actor-critic (``--rl_algo ac``, seed 002)."""
+
+    critic_warmup_steps: int = option(100, "steps training the critic only", RL_CONF, valid=">= 0")
+    num_samples: int = option(1, "captions sampled per clip", RL_CONF, valid=">= 1")
+    reward_type: str = option(
+        "metric", "the --reward metrics (metric: A2C with a CIDEr-D reward by default) or seed 002's reward, the "
+                  "cosine of clip and caption in a jointly trained embedding (embedding)", RL_CONF, REWARD_TYPES)
+    value_encoder: str = option(
+        "shared", "the critic reads the captioner's detached audio embedding (shared) or has its own audio "
+                  "encoder (separate, seed 002)", RL_CONF, VALUE_ENCODERS)
+    embedding_size: int = option(256, "reward_type embedding: embedding space size", RL_CONF, valid=">= 1")
+    embedding_margin: float = option(
+        0.2, "reward_type embedding: margin of the bidirectional hinge ranking loss (seed 002 eq. 5)", RL_CONF,
+        valid=">= 0")
 
 
 class ValueNetwork(nn.Module):
@@ -159,8 +182,8 @@ class ActorCritic(SampledObjective):
             ``embedding_margin``, or the embedding reward with a ``reward`` without ``refs``.
     """
 
-    options_read = ("critic_warmup_steps", "num_samples", "ac_reward", "value_encoder", "embedding_size",
-                    "embedding_margin", "critic_lr", "sample_logprobs")
+    Conf = ActorCriticConf
+    paper = "Shi et al. (actor-critic)"
 
     def __init__(
         self,
@@ -168,17 +191,17 @@ class ActorCritic(SampledObjective):
         tokenizer: Tokenizer,
         vocab_size: int,
         embed_size: int,
-        warmup_steps: int = 100,
+        warmup_steps: int = ActorCriticConf.critic_warmup_steps,
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
-        num_samples: int = DEFAULTS.num_samples,
+        num_samples: int = ActorCriticConf.num_samples,
         critic_size: Optional[int] = None,
-        reward_type: str = "metric",
-        value_encoder: str = DEFAULTS.value_encoder,
+        reward_type: str = ActorCriticConf.reward_type,
+        value_encoder: str = ActorCriticConf.value_encoder,
         n_mels: Optional[int] = None,
-        embedding_size: int = DEFAULTS.embedding_size,
-        embedding_margin: float = DEFAULTS.embedding_margin,
-        sample_logprobs: str = DEFAULTS.sample_logprobs,
+        embedding_size: int = ActorCriticConf.embedding_size,
+        embedding_margin: float = ActorCriticConf.embedding_margin,
+        sample_logprobs: str = ActorCriticConf.sample_logprobs,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, sample_logprobs=sample_logprobs)
         if warmup_steps < 0:
@@ -207,10 +230,24 @@ class ActorCritic(SampledObjective):
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
 
     @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "ActorCritic":
-        """Actor-critic (``--rl_algo ac``) from :class:`captionlib.rl.options.RLOptions`:
-        ``critic_warmup_steps``, ``num_samples``, ``ac_reward``, ``value_encoder``,
-        ``embedding_size``, ``embedding_margin``, ``max_len``, ``temperature``, ``sample_logprobs``; the critic's
+    def check_options(cls, opts, conf) -> None:
+        """Raises ValueError: ``fluency_penalty`` with ``reward_type: embedding`` (the penalty
+        multiplies the ``--reward`` metrics, which that reward does not use)."""
+        if opts.fluency_penalty > 0 and conf.reward_type == "embedding":
+            raise ValueError("fluency_penalty applies to the --reward metrics, not to rl_conf reward_type embedding")
+
+    @classmethod
+    def describe(cls, conf: Mapping[str, Any], reward: str) -> str:
+        """The ``paper`` cell: ``"A2C, <reward> reward (Shi et al. value network)"``, or seed 002's
+        ``"Shi et al. (actor-critic, embedding reward)"`` with ``reward_type: embedding``."""
+        if conf.get("reward_type") == "embedding":
+            return "Shi et al. (actor-critic, embedding reward)"
+        return f"A2C, {reward} reward (Shi et al. value network)"
+
+    @classmethod
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "ActorCritic":
+        """Actor-critic (``--rl_algo ac``) from :class:`captionlib.rl.options.RLOptions` (``max_len``,
+        ``temperature``) and its ``rl_conf`` block ``conf`` (:class:`ActorCriticConf`); the critic's
         sizes come from ``model`` (vocabulary, ``embed_size``, feature dimension).
 
         Raises:
@@ -218,10 +255,10 @@ class ActorCritic(SampledObjective):
         """
         return cls(
             reward, tokenizer, vocab_size=model.vocab_size, embed_size=model.embed_size,
-            warmup_steps=opts.critic_warmup_steps, max_len=opts.max_len, temperature=opts.temperature,
-            num_samples=opts.num_samples, reward_type=opts.ac_reward, value_encoder=opts.value_encoder,
-            n_mels=model.feats_mean.numel(), embedding_size=opts.embedding_size,
-            embedding_margin=opts.embedding_margin, sample_logprobs=opts.sample_logprobs,
+            warmup_steps=conf.critic_warmup_steps, max_len=opts.max_len, temperature=opts.temperature,
+            num_samples=conf.num_samples, reward_type=conf.reward_type, value_encoder=conf.value_encoder,
+            n_mels=model.feats_mean.numel(), embedding_size=conf.embedding_size,
+            embedding_margin=conf.embedding_margin, sample_logprobs=conf.sample_logprobs,
         )
 
     @property

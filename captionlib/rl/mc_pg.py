@@ -22,6 +22,7 @@ captions and all rollouts are scored in one reward call. Cost: about
 The MLE warm start is the XE model file passed as ``init_param`` to the RL trainer.
 """
 
+from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import torch
@@ -29,9 +30,17 @@ from torch import nn
 
 from captionlib.decode.search import draw_categorical, sample
 from captionlib.rl.options import DEFAULTS
-from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.policy_gradient import RL_CONF, CriticConf, SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train.options import option
+
+
+@dataclass
+class MonteCarloPGConf(CriticConf):
+    """The ``rl_conf`` keys of MC-PG (``--rl_algo mc_pg``, seed 003); ``critic_lr`` is its baseline MLP's."""
+
+    num_rollouts: int = option(3, "K, Monte-Carlo rollouts per step", RL_CONF, valid=">= 1")
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -99,17 +108,18 @@ class MonteCarloPG(SampledObjective):
         ValueError: ``num_rollouts < 1`` or ``num_samples < 1``.
     """
 
-    options_read = ("num_rollouts", "critic_lr")  # see captionlib.rl.options.OBJECTIVE_OPTIONS
+    Conf = MonteCarloPGConf
+    paper = "Liu et al. 2017 (MC-PG)"
 
     def __init__(
         self,
         reward: Reward,
         tokenizer: Tokenizer,
         hidden_size: int,
-        num_rollouts: int = DEFAULTS.num_rollouts,
+        num_rollouts: int = MonteCarloPGConf.num_rollouts,
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
-        num_samples: int = DEFAULTS.num_samples,
+        num_samples: int = 1,
         baseline_hidden: int = 256,
     ):
         super().__init__(reward, tokenizer, max_len, temperature)
@@ -123,15 +133,15 @@ class MonteCarloPG(SampledObjective):
         )
 
     @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MonteCarloPG":
-        """MC-PG (``--rl_algo mc_pg``) from :class:`captionlib.rl.options.RLOptions`:
-        ``num_rollouts``, ``max_len``, ``temperature``; the baseline MLP reads the decoder
-        state (``model.decoder.hidden_size``).
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MonteCarloPG":
+        """MC-PG (``--rl_algo mc_pg``) from :class:`captionlib.rl.options.RLOptions` (``max_len``,
+        ``temperature``) and its ``rl_conf`` block ``conf`` (:class:`MonteCarloPGConf`); the baseline
+        MLP reads the decoder state (``model.decoder.hidden_size``).
 
         Raises:
             ValueError: see the class.
         """
-        return cls(reward, tokenizer, hidden_size=model.decoder.hidden_size, num_rollouts=opts.num_rollouts,
+        return cls(reward, tokenizer, hidden_size=model.decoder.hidden_size, num_rollouts=conf.num_rollouts,
                    max_len=opts.max_len, temperature=opts.temperature)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:

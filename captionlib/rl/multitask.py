@@ -49,19 +49,39 @@ of the clip's references (whatever its tag there).
 
 import logging
 from collections import Counter
+from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from captionlib.models.encoding import pooled
-from captionlib.rl import ATTRIBUTE_INPUTS, ATTRIBUTE_SELECTIONS
+from captionlib.models.batch_parts import pooled
 from captionlib.rl.options import DEFAULTS
-from captionlib.rl.policy_gradient import PolicyGradient
+from captionlib.rl.policy_gradient import RL_CONF, CriticConf, PolicyGradient, SampledConf, SamplesConf
 from captionlib.rl.rewards import Reward
 from captionlib.text.pos import tag_words
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train.options import option
+
+#: Which words are attributes, and what the attribute head reads (see the module docstring).
+ATTRIBUTE_SELECTIONS = ("pos", "stopwords")
+ATTRIBUTE_INPUTS = ("cnn", "embedding")
+
+
+@dataclass
+class MultiTaskConf(SampledConf, SamplesConf, CriticConf):
+    """The ``rl_conf`` keys of multitask RL (``--rl_algo multitask``, seed 004): REINFORCE+'s samples
+    and baseline, and the attribute branch (``critic_lr`` is its head's)."""
+
+    alpha: float = option(0.95, "weight of the RL loss (seed 004: 0.95)", RL_CONF, valid="[0, 1]")
+    num_attributes: int = option(400, "attribute words", RL_CONF, valid=">= 1")
+    attribute_selection: str = option(
+        "pos", "attributes are the most frequent nouns, verbs and adjectives (pos, seed 004) or words outside a "
+               "stop-word list (stopwords)", RL_CONF, ATTRIBUTE_SELECTIONS)
+    attribute_input: str = option(
+        "cnn", "the attribute head reads the time-pooled CNN features (cnn, seed 004) or the audio embedding "
+               "(embedding)", RL_CONF, ATTRIBUTE_INPUTS)
 
 CONTENT_TAGS = ("NN", "VB", "JJ")  # Penn Treebank tag prefixes of nouns, verbs, adjectives
 AUXILIARIES = frozenset("be am is are was were been being have has had having do does did".split())
@@ -206,8 +226,8 @@ class MultiTask(PolicyGradient):
         KeyError: at ``forward``, a clip absent from ``train_refs``.
     """
 
-    options_read = ("num_samples", "baseline", "baseline_encoding", "alpha", "num_attributes", "attribute_selection",
-                    "attribute_input", "critic_lr", "sample_logprobs")
+    Conf = MultiTaskConf
+    paper = "Li & Gong 2019 (multitask)"
 
     def __init__(
         self,
@@ -215,17 +235,17 @@ class MultiTask(PolicyGradient):
         tokenizer: Tokenizer,
         train_refs: Mapping[str, Sequence[Sequence[str]]],
         embed_size: int,
-        num_attributes: int = DEFAULTS.num_attributes,
-        alpha: float = 0.95,
+        num_attributes: int = MultiTaskConf.num_attributes,
+        alpha: float = MultiTaskConf.alpha,
         num_samples: int = 5,
-        baseline: str = DEFAULTS.baseline,
+        baseline: str = MultiTaskConf.baseline,
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
-        baseline_encoding: str = DEFAULTS.baseline_encoding,
-        attribute_selection: str = DEFAULTS.attribute_selection,
-        attribute_input: str = DEFAULTS.attribute_input,
+        baseline_encoding: str = MultiTaskConf.baseline_encoding,
+        attribute_selection: str = MultiTaskConf.attribute_selection,
+        attribute_input: str = MultiTaskConf.attribute_input,
         cnn_size: Optional[int] = None,
-        sample_logprobs: str = DEFAULTS.sample_logprobs,
+        sample_logprobs: str = MultiTaskConf.sample_logprobs,
     ):
         super().__init__(reward, tokenizer, num_samples, baseline, max_len, temperature, baseline_encoding,
                          sample_logprobs=sample_logprobs)
@@ -247,22 +267,20 @@ class MultiTask(PolicyGradient):
         )
 
     @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MultiTask":
-        """Multitask (``--rl_algo multitask``) from :class:`captionlib.rl.options.RLOptions`:
-        REINFORCE+'s options, ``alpha`` (the class default, the paper's 0.95, when unset), ``num_attributes``,
-        ``attribute_selection``, ``attribute_input``; the attributes come from
-        ``train_set.refs`` and the head's input size from ``model.encoder``.
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "MultiTask":
+        """Multitask (``--rl_algo multitask``) from :class:`captionlib.rl.options.RLOptions` (``max_len``,
+        ``temperature``) and its ``rl_conf`` block ``conf`` (:class:`MultiTaskConf`); the attributes come
+        from ``train_set.refs`` and the head's input size from ``model.encoder``.
 
         Raises:
             ValueError: see the class.
         """
         return cls(
-            reward, tokenizer, train_set.refs, embed_size=model.embed_size,
-            num_attributes=opts.num_attributes, **({} if opts.alpha is None else {"alpha": opts.alpha}),
-            num_samples=opts.num_samples, baseline=opts.baseline, max_len=opts.max_len,
-            temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
-            attribute_selection=opts.attribute_selection, attribute_input=opts.attribute_input,
-            cnn_size=model.encoder.cnn_output_size, sample_logprobs=opts.sample_logprobs,
+            reward, tokenizer, train_set.refs, embed_size=model.embed_size, num_attributes=conf.num_attributes,
+            alpha=conf.alpha, num_samples=conf.num_samples, baseline=conf.baseline, max_len=opts.max_len,
+            temperature=opts.temperature, baseline_encoding=conf.baseline_encoding,
+            attribute_selection=conf.attribute_selection, attribute_input=conf.attribute_input,
+            cnn_size=model.encoder.cnn_output_size, sample_logprobs=conf.sample_logprobs,
         )
 
     def target(self, clips: Sequence[str], device) -> torch.Tensor:

@@ -25,21 +25,80 @@ teacher-forced decoder pass over the captions sampled without gradients
 """
 
 import contextlib
-import logging
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from captionlib.decode.search import SampleOutput, entropy, greedy_search, sample, trimmed
-from captionlib.models.encoding import cat_encodings, pooled
-from captionlib.rl import SAMPLE_LOGPROBS
+from captionlib.models.batch_parts import cat_encodings, pooled
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train.options import option
 from captionlib.utils.distributed import eval_rows_exact, pad_to_global, row_sharded
 
 BASELINE_ENCODINGS = ("shared", "separate")
+#: Where the sampled captions' log-probabilities come from (``sample_logprobs``): the sampling
+#: loop, or one teacher-forced pass over them, see :meth:`SampledObjective.draw`.
+SAMPLE_LOGPROBS = ("loop", "recompute")
+#: REINFORCE+ baselines (seed 004): the greedy caption's reward, or the mean of the other samples.
+BASELINES = ("greedy", "mean")
+#: The ``--help`` group of the ``rl_conf`` keys.
+RL_CONF = "rl_conf"
+
+
+@dataclass
+class LogprobsConf:
+    """The ``rl_conf`` key of an objective whose samples' log-probabilities may be recomputed."""
+
+    sample_logprobs: str = option(
+        "loop", "the samples' log-probabilities from the sampling loop (loop: a backward pass through every "
+                "decoding step) or recomputed by one teacher-forced decoder pass over the samples drawn without "
+                "gradients (recompute: one pass and one backward, as XE's; the same samples, but decoder dropout "
+                "draws other masks for the gradient; on a GPU a greedy baseline is decoded in the samples' pass "
+                "where the decoder's only training-mode behaviour is dropout)", RL_CONF, SAMPLE_LOGPROBS)
+
+
+@dataclass
+class SampledConf(LogprobsConf):
+    """The ``rl_conf`` keys of an objective with a greedy (self-critical) baseline."""
+
+    baseline_encoding: str = option(
+        "shared", "greedy baseline: decode from the sampling pass's encoding (shared, the seed authors' code) or "
+                  "re-encode in eval mode (separate)", RL_CONF, BASELINE_ENCODINGS)
+
+
+@dataclass
+class SamplesConf:
+    """The ``rl_conf`` keys of REINFORCE+'s samples (seed 004)."""
+
+    num_samples: int = option(1, "captions sampled per clip", RL_CONF, valid=">= 1")
+    baseline: str = option("greedy", "the reward of the greedy caption (greedy) or the mean of the clip's other "
+                                     "samples (mean, needs num_samples >= 2)", RL_CONF, BASELINES)
+
+
+@dataclass
+class CriticConf:
+    """The ``rl_conf`` key of an objective with networks of its own (critic, baseline, attributes)."""
+
+    critic_lr: float = option(1e-3, "Adam learning rate of the objective's own networks (critic, baseline, "
+                                    "attribute head, embedding)", RL_CONF, valid="> 0")
+
+
+@dataclass
+class SCSTConf(SampledConf):
+    """The ``rl_conf`` keys of SCST (``--rl_algo scst``)."""
+
+    entropy_weight: float = option(
+        0.0, "weight of the maximum-entropy regularization, SLL-ME (seed 001, table 2: 0.01; 0: off)", RL_CONF,
+        valid=">= 0")
+
+
+@dataclass
+class ReinforcePlusConf(SCSTConf, SamplesConf):
+    """The ``rl_conf`` keys of REINFORCE+ (``--rl_algo reinforce_plus``): SCST's and its samples'."""
 
 
 def mean_of_others(rewards: torch.Tensor) -> torch.Tensor:
@@ -150,6 +209,9 @@ class SampledObjective(nn.Module):
         ValueError: unknown ``baseline_encoding`` or ``sample_logprobs``.
     """
 
+    #: the ``rl_conf`` keys (see :mod:`captionlib.rl`) and the source of a subclass
+    Conf: type = SampledConf
+    paper: str = ""
     #: device types where :meth:`baseline_and_samples` may decode the greedy baseline and the samples
     #: in one pass: there a decoding loop costs its steps' host time, not their arithmetic (README
     #: "Speed"), and one pass of both halves it; on the CPU, two passes keep the results of earlier
@@ -158,8 +220,8 @@ class SampledObjective(nn.Module):
 
     def __init__(
         self, reward: Reward, tokenizer: Tokenizer, max_len: int = DEFAULTS.max_len,
-        temperature: float = DEFAULTS.temperature, baseline_encoding: str = DEFAULTS.baseline_encoding,
-        sample_logprobs: str = DEFAULTS.sample_logprobs,
+        temperature: float = DEFAULTS.temperature, baseline_encoding: str = SampledConf.baseline_encoding,
+        sample_logprobs: str = SampledConf.sample_logprobs,
     ):
         super().__init__()
         if baseline_encoding not in BASELINE_ENCODINGS:
@@ -171,14 +233,25 @@ class SampledObjective(nn.Module):
         self.baseline_encoding, self.sample_logprobs = baseline_encoding, sample_logprobs
 
     @classmethod
-    def check_options(cls, opts) -> None:
-        """Refuse the options (:class:`captionlib.rl.options.RLOptions`) this objective cannot
-        train with that can be told before anything is loaded (``train_rl`` and ``caption_rl_train
-        --check_only`` call it; the constructor checks the same again). The base class has none.
+    def check_options(cls, opts, conf) -> None:
+        """Refuse the options (:class:`captionlib.rl.options.RLOptions` and the ``rl_conf`` block
+        ``conf``, a :attr:`Conf`) this objective cannot train with that can be told before anything
+        is loaded (``train_rl`` and ``caption_rl_train --check_only`` call it; the constructor
+        checks the same again). The base class has none.
 
         Raises:
             ValueError: in subclasses, naming the option.
         """
+
+    @classmethod
+    def describe(cls, conf: Mapping[str, Any], reward: str) -> str:
+        """The ``paper`` cell of RESULTS.md of a model trained with the ``rl_conf`` keys ``conf``
+        (as ``config.yaml`` holds them) and the reward described by ``reward`` (e.g. ``CIDEr-D``):
+        ``"<paper>, reward <reward>"``, with SLL-ME named where ``entropy_weight`` is set."""
+        if conf.get("entropy_weight"):
+            return (f"{cls.paper} + max-entropy {conf['entropy_weight']:g} (SLL-ME, Chen & Jin 2020), "
+                    f"reward {reward}")
+        return f"{cls.paper}, reward {reward}"
 
     def draw(self, model, v: torch.Tensor, words: bool = True) -> Tuple[Optional[List[List[str]]], SampleOutput]:
         """One caption sampled per row of ``v`` (rows, embed), at ``temperature``: its words (a
@@ -283,21 +356,20 @@ class PolicyGradient(SampledObjective):
     """
 
     row_sharded_randomness = True
-    #: its options among :data:`captionlib.rl.options.OBJECTIVE_OPTIONS`: ``train_rl`` warns about the
-    #: others, and refuses ``entropy_weight`` and ``sample_logprobs: recompute`` where they are not read
-    options_read = ("num_samples", "baseline", "baseline_encoding", "entropy_weight", "sample_logprobs")
+    Conf = ReinforcePlusConf
+    paper = "Li & Gong 2019 (REINFORCE+)"
 
     def __init__(
         self,
         reward: Reward,
         tokenizer: Tokenizer,
-        num_samples: int = DEFAULTS.num_samples,
-        baseline: str = DEFAULTS.baseline,
+        num_samples: int = ReinforcePlusConf.num_samples,
+        baseline: str = ReinforcePlusConf.baseline,
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
-        baseline_encoding: str = DEFAULTS.baseline_encoding,
-        entropy_weight: float = DEFAULTS.entropy_weight,
-        sample_logprobs: str = DEFAULTS.sample_logprobs,
+        baseline_encoding: str = ReinforcePlusConf.baseline_encoding,
+        entropy_weight: float = ReinforcePlusConf.entropy_weight,
+        sample_logprobs: str = ReinforcePlusConf.sample_logprobs,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs)
         if entropy_weight < 0:
@@ -307,26 +379,25 @@ class PolicyGradient(SampledObjective):
         self.num_samples, self.baseline = num_samples, baseline
 
     @classmethod
-    def check_options(cls, opts) -> None:
-        """:func:`check_baseline` of ``baseline`` and ``num_samples``.
+    def check_options(cls, opts, conf) -> None:
+        """:func:`check_baseline` of the ``rl_conf`` keys ``baseline`` and ``num_samples``.
 
         Raises:
             ValueError: ``baseline: mean`` with ``num_samples`` < 2.
         """
-        check_baseline(opts.baseline, opts.num_samples)
+        check_baseline(conf.baseline, conf.num_samples)
 
     @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
-        """REINFORCE+ (``--rl_algo reinforce_plus``) from :class:`captionlib.rl.options.RLOptions`:
-        ``num_samples``, ``baseline``, ``baseline_encoding``, ``max_len``, ``temperature``,
-        ``entropy_weight``, ``sample_logprobs``.
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "PolicyGradient":
+        """REINFORCE+ (``--rl_algo reinforce_plus``) from :class:`captionlib.rl.options.RLOptions`
+        (``max_len``, ``temperature``) and its ``rl_conf`` block ``conf`` (:class:`ReinforcePlusConf`).
 
         Raises:
             ValueError: bad ``baseline``/``baseline_encoding``/``sample_logprobs``, or ``mean``
                 with one sample.
         """
-        return cls(reward, tokenizer, opts.num_samples, opts.baseline, opts.max_len, opts.temperature,
-                   opts.baseline_encoding, opts.entropy_weight, opts.sample_logprobs)
+        return cls(reward, tokenizer, conf.num_samples, conf.baseline, opts.max_len, opts.temperature,
+                   conf.baseline_encoding, conf.entropy_weight, conf.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
         clips, feats, lens = self.inputs(model, batch)
@@ -364,19 +435,20 @@ class SCST(PolicyGradient):
     """SCST (``--rl_algo scst``): :class:`PolicyGradient` with one sample per clip and the
     greedy baseline (Rennie et al. 2017; seed 000 eq. 4)."""
 
-    @classmethod
-    def check_options(cls, opts) -> None:
-        """None to check: SCST ignores ``num_samples`` and ``baseline`` (with a warning)."""
+    Conf = SCSTConf
+    paper = "Rennie et al. 2017; Xu et al. 2020"
 
     @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SCST":
-        """SCST from :class:`captionlib.rl.options.RLOptions`; ``num_samples``/``baseline``
-        other than 1/greedy are ignored with a warning.
+    def check_options(cls, opts, conf) -> None:
+        """None to check: SCST's ``rl_conf`` has no ``num_samples`` or ``baseline``."""
+
+    @classmethod
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SCST":
+        """SCST from :class:`captionlib.rl.options.RLOptions` and its ``rl_conf`` block ``conf``
+        (:class:`SCSTConf`): one sample per clip, the greedy baseline.
 
         Raises:
             ValueError: bad ``baseline_encoding`` or ``sample_logprobs``.
         """
-        if opts.num_samples != 1 or opts.baseline != "greedy":
-            logging.warning("scst uses 1 sample and the greedy baseline; ignoring num_samples/baseline")
-        return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, opts.baseline_encoding,
-                   opts.entropy_weight, opts.sample_logprobs)
+        return cls(reward, tokenizer, 1, "greedy", opts.max_len, opts.temperature, conf.baseline_encoding,
+                   conf.entropy_weight, conf.sample_logprobs)

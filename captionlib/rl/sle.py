@@ -74,18 +74,39 @@ without a baseline, gives ``(s-1)/s * grad D``: its k = j term is 0, which the 1
 ``leave_one_out``'s q_j accounts for.)
 """
 
+from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from captionlib.metrics.bleu import pairwise_bleu
-from captionlib.rl import SLE_DISTANCES as DISTANCES
-from captionlib.rl import SLE_DIVERSITY_BASELINES as DIVERSITY_BASELINES
 from captionlib.rl.options import DEFAULTS
-from captionlib.rl.policy_gradient import SampledObjective
+from captionlib.rl.policy_gradient import RL_CONF, SampledConf, SampledObjective
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
+from captionlib.train.options import option
+
+#: d(y, y') of the diversity term and its baseline (see the module docstring).
+DISTANCES = ("bleu34_sum", "bleu34_mean")
+DIVERSITY_BASELINES = ("leave_one_out", "all_pairs")
+
+
+@dataclass
+class SLEConf(SampledConf):
+    """The ``rl_conf`` keys of SLE (``--rl_algo sle``, seed 001)."""
+
+    num_samples: int = option(5, "s, captions sampled per clip (seed 001: 5); the diversity term needs pairs",
+                              RL_CONF, valid=">= 2")
+    alpha: float = option(0.75, "weight of the precision term (seed 001: 0.75; 1: SCST with s samples)", RL_CONF,
+                          valid="[0, 1]")
+    distance: str = option(
+        "bleu34_sum", "d(y, y') = 2 - BLEU-3 - BLEU-4 (bleu34_sum, seed 001 sec. 4.3) or 1 - (BLEU-3 + BLEU-4) / 2 "
+                      "(bleu34_mean: half the diversity weight)", RL_CONF, DISTANCES)
+    diversity_baseline: str = option(
+        "leave_one_out", "diversity baseline = mean distance between the other samples (leave_one_out, unbiased) "
+                         "or of all pairs (all_pairs, seed 001 sec. 4.3: scales the diversity gradient by "
+                         "(s-1)(s-2)/s^2, 0.48 at s=5)", RL_CONF, DIVERSITY_BASELINES)
 
 
 def _check(name: str, value: str, allowed: Sequence[str]) -> None:
@@ -98,7 +119,7 @@ def _check_num_samples(num_samples: int) -> None:
         raise ValueError(f"sle needs num_samples >= 2 (pairs of samples), got {num_samples}")
 
 
-def bleu_distances(captions: Sequence[Sequence[str]], distance: str = "bleu34_sum") -> np.ndarray:
+def bleu_distances(captions: Sequence[Sequence[str]], distance: str = SLEConf.distance) -> np.ndarray:
     """Directed BLEU distances ``d(y_j, y_k)`` between the captions of one clip.
 
     Args:
@@ -127,14 +148,14 @@ def bleu_distances(captions: Sequence[Sequence[str]], distance: str = "bleu34_su
     return np.clip(dist, 0.0, top)
 
 
-def symmetric_distances(captions: Sequence[Sequence[str]], distance: str = "bleu34_sum") -> np.ndarray:
+def symmetric_distances(captions: Sequence[Sequence[str]], distance: str = SLEConf.distance) -> np.ndarray:
     """``dbar = (d + d^T) / 2`` of :func:`bleu_distances`, float64 ``(s, s)``."""
     d = bleu_distances(captions, distance)
     return (d + d.T) / 2.0
 
 
 def diversity_advantages(
-    dbar: torch.Tensor, baseline: str = "leave_one_out"
+    dbar: torch.Tensor, baseline: str = SLEConf.diversity_baseline
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Diversity reward, baseline and advantage (module docstring, eq. 14-16).
 
@@ -173,7 +194,7 @@ def sle_loss(
     greedy_rewards: torch.Tensor,
     dbar: torch.Tensor,
     alpha: float,
-    diversity_baseline: str = "leave_one_out",
+    diversity_baseline: str = SLEConf.diversity_baseline,
 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """Surrogate loss of eq. 15-16 (averaged over clips) from sampled log-probs.
 
@@ -230,21 +251,21 @@ class SLE(SampledObjective):
     """
 
     row_sharded_randomness = True  # the same random draws on every data-parallel rank
-    options_read = ("num_samples", "alpha", "baseline_encoding", "sle_distance", "sle_diversity_baseline",
-                    "sample_logprobs")
+    Conf = SLEConf
+    paper = "Chen & Jin 2020 (SLE)"
 
     def __init__(
         self,
         reward: Reward,
         tokenizer: Tokenizer,
-        num_samples: int = 5,
-        alpha: float = 0.75,
+        num_samples: int = SLEConf.num_samples,
+        alpha: float = SLEConf.alpha,
         max_len: int = DEFAULTS.max_len,
         temperature: float = DEFAULTS.temperature,
-        baseline_encoding: str = DEFAULTS.baseline_encoding,
-        distance: str = "bleu34_sum",
-        diversity_baseline: str = "leave_one_out",
-        sample_logprobs: str = DEFAULTS.sample_logprobs,
+        baseline_encoding: str = SLEConf.baseline_encoding,
+        distance: str = SLEConf.distance,
+        diversity_baseline: str = SLEConf.diversity_baseline,
+        sample_logprobs: str = SLEConf.sample_logprobs,
     ):
         super().__init__(reward, tokenizer, max_len, temperature, baseline_encoding, sample_logprobs)
         _check_num_samples(num_samples)
@@ -256,24 +277,17 @@ class SLE(SampledObjective):
         self.distance, self.diversity_baseline = distance, diversity_baseline
 
     @classmethod
-    def check_options(cls, opts) -> None:
-        """Raises ValueError: ``num_samples`` < 2 (SLE's diversity term needs pairs of samples)."""
-        _check_num_samples(opts.num_samples)
-
-    @classmethod
-    def from_options(cls, opts, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":
-        """SLE (``--rl_algo sle``) from :class:`captionlib.rl.options.RLOptions`: ``num_samples``,
-        ``alpha`` (the class default, the paper's 0.75, when unset), ``sle_distance``, ``sle_diversity_baseline``,
-        ``baseline_encoding``, ``max_len``, ``temperature``, ``sample_logprobs``.
+    def from_options(cls, opts, conf, model, reward: Reward, tokenizer: Tokenizer, train_set) -> "SLE":
+        """SLE (``--rl_algo sle``) from :class:`captionlib.rl.options.RLOptions` (``max_len``,
+        ``temperature``) and its ``rl_conf`` block ``conf`` (:class:`SLEConf`).
 
         Raises:
             ValueError: see the class.
         """
         return cls(
-            reward, tokenizer, num_samples=opts.num_samples, **({} if opts.alpha is None else {"alpha": opts.alpha}),
-            max_len=opts.max_len, temperature=opts.temperature, baseline_encoding=opts.baseline_encoding,
-            distance=opts.sle_distance, diversity_baseline=opts.sle_diversity_baseline,
-            sample_logprobs=opts.sample_logprobs,
+            reward, tokenizer, num_samples=conf.num_samples, alpha=conf.alpha, max_len=opts.max_len,
+            temperature=opts.temperature, baseline_encoding=conf.baseline_encoding, distance=conf.distance,
+            diversity_baseline=conf.diversity_baseline, sample_logprobs=conf.sample_logprobs,
         )
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:

@@ -9,7 +9,7 @@ written in one place only. This is icefall's ``get_params()`` and ESPnet2's
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Dict, Optional
+from typing import Any, Collection, Dict, Optional, Union
 
 from captionlib.data import UNITS
 from captionlib.decode.options import COMPILE_MODES
@@ -47,6 +47,14 @@ def option(default: Any, help: str, group: str, choices: Optional[Collection] = 
 
 
 DATA, OPTIM, RUNTIME, MODEL = "data and output", "optimisation", "runtime", "model"
+
+
+def freeze_encoder_option() -> Any:
+    """The ``freeze_encoder`` field of XE and RL training (one name in both): ``true`` (for good),
+    N >= 1 (the first N epochs) or ``false`` / 0 (never); a frozen encoder keeps its weights,
+    BatchNorm statistics and dropout fixed (:func:`captionlib.train.xe.frozen_epochs`)."""
+    return option(False, "keep the encoder fixed (weights, BatchNorm statistics, dropout): true (for good), N (the "
+                         "first N epochs) or false", MODEL, valid=">= 0")
 
 
 @dataclass
@@ -143,15 +151,15 @@ class XEOptions(TrainOptions):
                           ("crnn", "linear", "rnn", "cnn14", "cnn10", "convnext", "beats"))
     encoder_conf: Dict[str, Any] = option(
         {}, "encoder options (YAML mapping); transformer: options of Transformer encoder layers over the encoder's "
-            "frames (num_layers, d_model, nhead, dim_feedforward, dropout; SJTU's CNN + Transformer); and three keys "
+            "frames (num_layers, d_model, nhead, dim_feedforward, dropout; SJTU's CNN + Transformer); and two keys "
             "the trainer reads (kept out of the model files): pretrained: a checkpoint loaded strictly into the "
             "encoder (cnn14 / cnn10: PANNs' Cnn14_mAP=0.431.pth / Cnn10_mAP=0.380.pth, zenodo.org/record/3987831; "
             "convnext: convnext_tiny_465mAP_BL_AC_70kit.pth, zenodo.org/record/8020843; beats: "
             "BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt, github.com/microsoft/unilm/tree/master/beats, its cfg "
             "checked against encoder_conf; or caption_pretrain_tagging's pretrained.pth), its front end checked "
             "against <train_data_dir>/feats_config.yaml, the feature "
-            "normalisation then the identity; freeze: true (for good), N (the first N epochs) or false: the "
-            "encoder's weights, BatchNorm statistics and dropout fixed; lr_factor: the encoder's lr / lr", MODEL)
+            "normalisation then the identity (freeze_encoder keeps it fixed); lr_factor: the encoder's lr / lr", MODEL)
+    freeze_encoder: Union[bool, int] = freeze_encoder_option()
     decoder: str = option("gru", "gru / lstm: fed the clip vector first, then the words (seed 000, Show-and-Tell); "
                                  "att_lstm: Top-Down attention over the encoder's frame outputs (seed 001); "
                                  "transformer: Transformer decoder over the encoder's frame outputs (Vaswani et al. "

@@ -32,7 +32,7 @@ from captionlib.data.datasets import AudioRefsDataset, pad_feats
 from captionlib.io.datadir import feats_dim, read_scp, read_utf8
 from captionlib.models import panns
 from captionlib.models.captioner import ENCODERS, check_keys
-from captionlib.train.common import fingerprint, fit, write_config
+from captionlib.train.fit import fingerprint, fit, write_config
 from captionlib.train.options import TaggingOptions
 from captionlib.train.trainer import set_seed
 from captionlib.train.xe import FEATS_CONFIG, read_feats_config

@@ -116,12 +116,12 @@ class Trainer:
         scheduler: a learning-rate scheduler stepped after every optimizer step (its state
             is saved for resume), or ``None``; its learning rate is logged as ``lr``.
         inputs: what the run is trained from, ``{name: fingerprint}`` (see
-            :func:`captionlib.train.common.fingerprint`: the token list, the training text and
+            :func:`captionlib.train.fit.fingerprint`: the token list, the training text and
             features, the model config, ...), saved in ``latest.pth``; resuming a run whose
             inputs changed since is refused, naming them.
         epoch_start: ``epoch_start(epoch)`` is called on every rank before each training
             epoch (1-based), before the model is put in training mode, e.g. to freeze or
-            unfreeze a module by epoch (XE's ``encoder_conf.freeze``). What it sets must
+            unfreeze a module by epoch (``freeze_encoder: N``). What it sets must
             depend on the epoch number alone: a resumed run calls it for its first epoch
             and so is in the state of an uninterrupted one.
 

@@ -4,9 +4,10 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
+import yaml
 
 from captionlib.data.datasets import (
     AudioRefsDataset,
@@ -17,21 +18,13 @@ from captionlib.data.datasets import (
 )
 from captionlib.io.datadir import feats_dim
 from captionlib.models.captioner import ENCODERS, build_model, check_model_conf, xe_loss, xe_targets
-from captionlib.models.encoder_feats import PRETRAINED_LOADERS, check_pretrained_loader
 from captionlib.models.encoders import check_gradient_checkpointing
+from captionlib.models.pretrained_feats import PRETRAINED_LOADERS, check_pretrained_loader
 from captionlib.text.tokenizer import load_tokenizer
-from captionlib.train.common import (
-    best_criteria,
-    clip_validation,
-    fingerprint,
-    fit,
-    load_feats_stats,
-    log_model,
-    run_inputs,
-    write_config,
-)
+from captionlib.train.fit import fingerprint, fit, load_feats_stats, log_model, run_inputs, write_config
 from captionlib.train.options import XEOptions
 from captionlib.train.trainer import set_seed
+from captionlib.train.validation import best_criteria, clip_validation
 from captionlib.utils.cli import check_options
 from captionlib.utils.distributed import init_distributed
 from captionlib.utils.fileio import load_checkpoint, load_numeric_arrays, read_yaml_mapping
@@ -43,7 +36,8 @@ FEATS_CONFIG = "feats_config.yaml"
 @dataclass(frozen=True)
 class EncoderTraining:
     """How XE trains the encoder: the ``encoder_conf`` keys the trainer reads (see
-    :func:`split_encoder_conf`), which are no encoder options and stay out of the model files.
+    :func:`split_encoder_conf`), which are no encoder options and stay out of the model files,
+    and ``freeze_encoder`` (:func:`frozen_epochs`).
 
     Attributes:
         pretrained: checkpoint loaded into the encoder before training, or ``None``.
@@ -61,31 +55,45 @@ class EncoderTraining:
         return epoch <= self.frozen_epochs
 
 
-def split_encoder_conf(encoder_conf: Optional[Dict[str, Any]]) -> Tuple[Dict[str, Any], EncoderTraining]:
+def frozen_epochs(freeze_encoder: Union[bool, int]) -> float:
+    """The epochs the option ``freeze_encoder`` (XE and RL) keeps the encoder frozen: ``true``:
+    all (``math.inf``), N: the first N, ``false`` or 0: none.
+
+    Raises:
+        ValueError: anything else (a negative number), naming ``freeze_encoder``.
+    """
+    if isinstance(freeze_encoder, bool):
+        return math.inf if freeze_encoder else 0
+    if isinstance(freeze_encoder, int) and freeze_encoder >= 0:
+        return freeze_encoder
+    raise ValueError(f"freeze_encoder must be true (for good), false or 0 (never) or a number of epochs >= 1, "
+                     f"got {freeze_encoder!r}")
+
+
+def split_encoder_conf(encoder_conf: Optional[Dict[str, Any]],
+                       freeze: Union[bool, int] = False) -> Tuple[Dict[str, Any], EncoderTraining]:
     """Split ``encoder_conf`` into the encoder's own options and the trainer's keys:
 
     - ``pretrained``: a checkpoint path (see :func:`load_pretrained_encoder`);
-    - ``freeze``: ``true`` (for good), an int N >= 1 (the first N epochs), ``false`` or 0
-      (never; the default);
-    - ``lr_factor``: a number > 0 (default 1), the encoder's learning rate over ``lr``.
+    - ``lr_factor``: a number > 0 (default 1), the encoder's learning rate over ``lr``;
+
+    with the epochs of ``freeze``, the option ``freeze_encoder`` (:func:`frozen_epochs`).
 
     Returns:
         (the encoder's keyword arguments, :class:`EncoderTraining`).
 
     Raises:
-        ValueError: a bad value, naming the key (``encoder_conf.freeze``, ...).
+        ValueError: a bad value, naming the key (``encoder_conf.lr_factor``, ...), or
+            ``encoder_conf.freeze``, which is the option ``freeze_encoder`` now.
     """
     conf = dict(encoder_conf or {})
-    pretrained, freeze, factor = conf.pop("pretrained", None), conf.pop("freeze", False), conf.pop("lr_factor", 1.0)
+    if "freeze" in conf:
+        raise ValueError(f"encoder_conf.freeze moved to the option freeze_encoder (the same in XE and RL): write "
+                         f"'freeze_encoder: {yaml.safe_dump(conf['freeze']).splitlines()[0]}' instead")
+    pretrained, factor = conf.pop("pretrained", None), conf.pop("lr_factor", 1.0)
     if pretrained is not None and (not isinstance(pretrained, str) or not pretrained):
         raise ValueError(f"encoder_conf.pretrained must be the path of a checkpoint, got {pretrained!r}")
-    if isinstance(freeze, bool):
-        epochs = math.inf if freeze else 0
-    elif isinstance(freeze, int) and freeze >= 0:
-        epochs = freeze
-    else:
-        raise ValueError(f"encoder_conf.freeze must be true (for good), false or 0 (never) or a number of epochs "
-                         f">= 1, got {freeze!r}")
+    epochs = frozen_epochs(freeze)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
         raise ValueError(f"encoder_conf.lr_factor must be a number > 0, got {factor!r}")
     return conf, EncoderTraining(pretrained, epochs, float(factor))
@@ -313,7 +321,7 @@ def check_xe_options(opts: XEOptions) -> Tuple[Dict[str, Any], EncoderTraining]:
         ValueError: one line naming the option or key.
     """
     check_options(opts)
-    encoder_conf, training = split_encoder_conf(opts.encoder_conf)
+    encoder_conf, training = split_encoder_conf(opts.encoder_conf, opts.freeze_encoder)
     if training.pretrained:
         check_pretrained_loader(opts.encoder, "encoder_conf.pretrained")
         if opts.init_param:
@@ -388,7 +396,7 @@ def train_xe(opts: XEOptions) -> None:
             once per caption), ``clip`` iterates clips, encodes each once and averages the
             cross-entropy over all its captions (5x fewer encoder passes per epoch on
             Clotho-style data, fewer but less noisy updates); ``num_iters_per_epoch``,
-            ``batch_type``, ``bucket_pool`` (see :func:`captionlib.train.common.epoch_batches`);
+            ``batch_type``, ``bucket_pool`` (see :func:`captionlib.train.batching.epoch_batches`);
             ``init_embedding``: ``.npy`` (vocab_size, embed_size) word vectors aligned with the
             token list (``caption_train_word2vec``, seed 000's CRNN-W), ``freeze_embedding``
             keeps them fixed; ``ngpu`` 0 (CPU) or > 0 (CUDA), under ``torchrun`` one process
@@ -401,9 +409,9 @@ def train_xe(opts: XEOptions) -> None:
             ``encoder_conf`` also holds the trainer's keys (:func:`split_encoder_conf`; kept
             in ``config.yaml``, left out of the model files): ``pretrained`` loads a
             published checkpoint into the encoder (:func:`xe_model`: the feature
-            normalisation is then the identity), ``freeze`` keeps the encoder fixed (weights,
-            BatchNorm statistics, dropout) for good or for the first N epochs
-            (:func:`encoder_freezer`), ``lr_factor`` scales its learning rate.
+            normalisation is then the identity), ``lr_factor`` scales its learning rate;
+            ``freeze_encoder`` keeps the encoder fixed (weights, BatchNorm statistics,
+            dropout) for good or for the first N epochs (:func:`encoder_freezer`).
 
     Best model files: ``valid.cider_d.best.pth``, ``valid.bleu_4.best.pth`` and
     ``valid.loss.best.pth``, whatever ``best_model_criterion``.

@@ -18,6 +18,7 @@ import shlex
 import signal
 import socket
 import sys
+import textwrap
 import threading
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -82,6 +83,20 @@ def yaml_dict(value: Any) -> Dict[str, Any]:
     return out
 
 
+def bool_or_int(value: str) -> Union[bool, int]:
+    """Parse ``true``/``false`` (as :func:`str2bool`) or a whole number (``3``), e.g. ``--freeze_encoder``.
+
+    Raises:
+        argparse.ArgumentTypeError: for any other string.
+    """
+    if str(value).strip().lstrip("+-").isdigit():
+        return int(value)
+    try:
+        return str2bool(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected true, false or a whole number, got {value!r}") from None
+
+
 def float_or_none(value: str) -> Optional[float]:
     """Parse a float, or ``none``/``null`` to ``None``."""
     if str(value).strip().lower() in ("none", "null", ""):
@@ -93,7 +108,7 @@ def float_or_none(value: str) -> Optional[float]:
 OPTION_TYPES = {
     int: int, float: float, str: str, bool: str2bool,
     Optional[int]: int_or_none, Optional[float]: float_or_none, Optional[str]: str_or_none,
-    Dict[str, Any]: yaml_dict,
+    Dict[str, Any]: yaml_dict, Union[bool, int]: bool_or_int,
 }
 
 Options = TypeVar("Options")
@@ -165,6 +180,68 @@ def check_options(opts: Any) -> None:
         if valid and value is not None and not in_range(value, valid):
             shown = f"in {valid}" if valid[0] in "[(" else valid
             raise ValueError(f"{f.name} must be {shown}, got {value!r}")
+
+
+def _typed_value(value: Any, hint: Any, key: str) -> Any:
+    """``value`` of a mapping option's key, checked against the field annotation ``hint``
+    (``bool``, ``int``, ``float`` (an int is taken), ``str``, ``Optional[...]`` of them).
+
+    Raises:
+        ValueError: ``<key> must be a <type>, got <value>``.
+    """
+    if value is None and typing.get_origin(hint) is Union and type(None) in typing.get_args(hint):
+        return None
+    base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+    ok = {bool: isinstance(value, bool), int: isinstance(value, int) and not isinstance(value, bool),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool), str: isinstance(value, str)}
+    if not ok.get(base, True):
+        raise ValueError(f"{key} must be a{'n' if base is int else ''} {base.__name__}, got {value!r}")
+    return float(value) if base is float else value
+
+
+def options_from_mapping(cls: Type[Options], mapping: Optional[Dict[str, Any]], name: str) -> Options:
+    """The options dataclass ``cls`` filled from the YAML mapping of a ``*_conf`` option (e.g.
+    ``rl_conf``, see :func:`captionlib.rl.check_rl_options`), each value checked against its
+    field's type, choices and range (:func:`check_options`); keys left out take the defaults.
+
+    Args:
+        cls: a dataclass of :func:`captionlib.train.options.option` fields.
+        mapping: the option's value (``None`` or ``{}``: all defaults).
+        name: what the errors name the mapping by, e.g. ``"rl_conf (rl_algo sle)"``.
+
+    Raises:
+        ValueError: one line naming ``name``: an unknown key (with the valid keys), or a
+            value of the wrong type, outside its choices or its range.
+    """
+    fields = [f.name for f in dataclasses.fields(cls)]
+    mapping = dict(mapping or {})
+    unknown = [k for k in mapping if k not in fields]
+    if unknown:
+        raise ValueError(f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"its keys: {', '.join(fields) or '(none)'}")
+    hints = typing.get_type_hints(cls)
+    try:
+        opts = cls(**{k: _typed_value(v, hints[k], k) for k, v in mapping.items()})
+        check_options(opts)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return opts
+
+
+def options_help(cls: type, title: str) -> str:
+    """The keys of a ``*_conf`` options dataclass ``cls`` as a ``--help`` section headed ``title``:
+    one line per key with its type, default, choices or range, and help text."""
+    hints = typing.get_type_hints(cls)
+    lines = [f"{title}:"]
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        hint = hints[f.name]
+        base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+        extra = (f"; one of {', '.join(map(str, f.metadata['choices']))}" if f.metadata.get("choices")
+                 else f"; {f.metadata['valid']}" if f.metadata.get("valid") else "")
+        lines.append(f"  {f.name} ({getattr(base, '__name__', base)}, default {default!r}{extra}): "
+                     f"{f.metadata.get('help', '')}")
+    return "\n".join(lines)
 
 
 def parse_options(parser: configargparse.ArgumentParser, cls: Type[Options], cmd: Optional[Sequence[str]] = None,
@@ -325,15 +402,45 @@ class ArgumentParser(configargparse.ArgumentParser):
         elif message.startswith("unrecognized arguments: "):
             words = message[len("unrecognized arguments: "):].split()
             keys = [(w, w[2:].split("=", 1)[0]) for w in words]
-            unknown = [f"{files[k]}: unknown key {k!r}" for w, k in keys if w.startswith("--") and k in files]
+            unknown = [self.moved_message(k, w.partition("=")[2], files[k]) or f"{files[k]}: unknown key {k!r}"
+                       for w, k in keys if w.startswith("--") and k in files]
             rest = [w for w, k in keys if not (w.startswith("--") and k in files)]
-            message = "; ".join(unknown + ([f"unrecognized arguments: {' '.join(rest)}"] if rest else []))
+            moved = [self.moved_message(w[2:].partition("=")[0], w.partition("=")[2]
+                                        or (rest[i + 1] if i + 1 < len(rest) else "..."))
+                     for i, w in enumerate(rest) if w.startswith("--")]
+            unknown += [m for m in moved if m]
+            if not any(moved):
+                unknown += [f"unrecognized arguments: {' '.join(rest)}"] if rest else []
+            message = "; ".join(unknown)
         return message
+
+    #: ``{old key: (mapping option, its key there)}``: options that moved into a ``*_conf`` mapping
+    #: (e.g. ``num_samples`` into ``rl_conf``); a binary sets it, and an old key given at the top
+    #: level is refused with where it goes now (:meth:`moved_message`).
+    moved_keys: Dict[str, Tuple[str, str]] = {}
+
+    def moved_message(self, key: str, value: str, config_file: Optional[str] = None) -> Optional[str]:
+        """The error for an old top-level ``key`` (of :attr:`moved_keys`) given with ``value``, naming
+        where it goes now: ``train.yaml: key 'num_samples' moved into rl_conf: write 'rl_conf: {num_samples:
+        5}'`` (or ``--rl_conf num_samples=5`` on the command line); ``None`` for any other key."""
+        if key not in self.moved_keys:
+            return None
+        option, new = self.moved_keys[key]
+        if config_file:
+            return f"{config_file}: key {key!r} moved into {option}: write '{option}: {{{new}: {value}}}'"
+        return f"--{key} moved into --{option}: give it as --{option} {new}={value}"
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """argparse's formatter that appends ``(default: ...)`` to an option's help, unless the help
-    already says its default (``"(default: packed)"``): each option shows one default."""
+    already says its default (``"(default: packed)"``): each option shows one default; the
+    description and epilog keep their line breaks."""
+
+    def _fill_text(self, text, width, indent):
+        """A description or epilog wrapped line by line: its line breaks are kept (the lines of an
+        ``rl_conf`` key list), a long line continues indented."""
+        return "\n".join(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent + "    ")
+                         for line in text.splitlines())
 
     def _get_help_string(self, action):
         help_text = action.help or ""

@@ -126,7 +126,7 @@ def shard_batches(batches: Sequence[List[int]], rank: int, world_size: int) -> L
     joins the batch before it (the first batch: the one after it).
 
     Args:
-        batches: global batches of item indices (e.g. :func:`captionlib.train.common.epoch_batches`).
+        batches: global batches of item indices (e.g. :func:`captionlib.train.batching.epoch_batches`).
 
     Returns:
         One index list per global batch (after merging), never empty.

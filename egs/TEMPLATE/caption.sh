@@ -261,7 +261,7 @@ for _opt in train_sets valid_set test_sets feats_config xe_config decode_config;
     fi
 done
 # The options strings (--local_data_opts, --*_args) are split into words as a POSIX shell splits
-# them, quotes and backslashes included (--xe_args "--encoder_conf '{freeze: true}'"; run.sh quotes
+# them, quotes and backslashes included (--xe_args "--encoder_conf '{dropout: 0.3}'"; run.sh quotes
 # a path), by utils/split_words.py: nothing in them is run or expanded
 for _opt in local_data_opts word2vec_args tagging_args xe_args rl_args decode_args; do
     if ! _err=$(utils/split_words.py "${!_opt}" 2>&1 > /dev/null); then
@@ -419,7 +419,7 @@ rl_train_opts() {
     # shellcheck disable=SC2207  # --seed N
     _rl_opts=(--rl_algo "$2" --config "$(rl_config_of "$2")" --init_param "$(rl_init_of "$1")"
         --train_data_dir "${dumpdir}/${feats_tag}/${train_set}" --valid_data_dir "${dumpdir}/${feats_tag}/${valid_set}"
-        --token_list "${token_list}" --cider_df "${cider_df}" --output_dir "$(rl_exp_of "$1" "$2")"
+        --cider_df "${cider_df}" --output_dir "$(rl_exp_of "$1" "$2")"
         --ngpu "${ngpu}" ${_words[@]+"${_words[@]}"} $(seed_opts "$1"))
 }
 # tagging_train_opts: the options of caption_pretrain_tagging (stage 5, --tagging_config) in _tag_opts

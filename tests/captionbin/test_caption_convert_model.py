@@ -126,7 +126,7 @@ def test_a_crafted_pickle_runs_nothing_even_with_trust_pickle(tmp_path, capsys):
 def test_old_packed_model_converts(tmp_path):
     import yaml
 
-    from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, read_packed, write_packed
+    from captionlib.packed import PACKED_FORMAT, PretrainedCaptioner, read_packed, write_packed
     from packed_models import FEATS_CONFIG
 
     torch.manual_seed(0)
@@ -158,7 +158,7 @@ def test_a_file_with_types_of_no_safe_form_is_refused(tmp_path, capsys):
 
 def test_the_library_converter_also_needs_trust_pickle(tmp_path):
     """convert_legacy_file unpickles: a library caller must ask for it too, before any read."""
-    from captionlib.pretrained import convert_legacy_file
+    from captionlib.packed import convert_legacy_file
 
     with pytest.raises(ValueError, match="trust_pickle=True, only for files you made yourself"):
         convert_legacy_file(tmp_path / "nope.pkl", tmp_path / "out.npz")

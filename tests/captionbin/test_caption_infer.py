@@ -13,7 +13,7 @@ import soundfile as sf
 
 from captionbin.caption_infer import get_parser, main
 from captionlib.audio.io import load_audio
-from captionlib.pretrained import CNN_MEMBER, PretrainedCaptioner, read_packed
+from captionlib.packed import CNN_MEMBER, PretrainedCaptioner, read_packed
 from packed_models import (
     CLIPS,
     IMAGES,

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from captionbin.caption_pack import get_parser, main
-from captionlib.pretrained import (
+from captionlib.packed import (
     CNN_MEMBER,
     VISUAL_DEFAULTS,
     VISUAL_KEYS,

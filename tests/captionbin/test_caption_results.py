@@ -15,7 +15,7 @@ from captionlib.report.results import (
     collect_significance,
     format_results,
     group_seeds,
-    model_algorithm,
+    model_kind,
     model_paper,
     seed_group,
 )
@@ -32,6 +32,13 @@ FULL = {
     "SPIDEr": 0.27835,
     "skipped": {},
 }
+
+
+def _rl_config(model):
+    """The config.yaml of an RL dir: its rl_algo (the name prefix caption.sh gives it) and the reward."""
+    last = model.rsplit("/", 1)[-1]
+    algo = next(a for a in ("reinforce_plus", "multitask", "mc_pg", "scst", "sle", "ac") if last.startswith(a))
+    return f"rl_algo: {algo}\nreward: cider_d:1.0\n"
 
 
 def _write(exp, model, tag, dset, obj):
@@ -166,12 +173,13 @@ def test_seed_group():
         seed_group("xe_a_seed0/scst_b_seed1")
 
 
-def test_model_algorithm_and_paper():
-    assert model_algorithm(f"{XE}_seed0") == "xe"
-    assert model_algorithm(f"{XE}_seed0/reinforce_plus_train_rp_seed0") == "reinforce_plus"
-    assert model_algorithm(f"{XE}/mc_pg_x") == "mc_pg" and model_algorithm(f"{XE}/ac_x") == "ac"
-    assert model_algorithm("ensemble_seed2") == "ensemble" and model_algorithm("corpus_prior") == "corpus_prior"
-    assert model_algorithm("baseline_x") is None and model_paper("baseline_x") == ""
+def test_model_kind_and_paper():
+    # an RL model's kind and paper come from its config.yaml (rl_algo), never from its dir name
+    assert model_kind(f"{XE}_seed0") == "xe"
+    assert model_kind(f"{XE}_seed0/anything_seed0", {"rl_algo": "reinforce_plus"}) == "reinforce_plus"
+    assert model_kind(f"{XE}/scst_x") is None  # an RL-looking name without its config.yaml
+    assert model_kind("ensemble_seed2") == "ensemble" and model_kind("corpus_prior") == "corpus_prior"
+    assert model_kind("baseline_x") is None and model_paper("baseline_x") == ""
     # XE: the paper of the configured model (seed 000's CRNN + GRU without the keys)
     assert model_paper(XE) == model_paper(XE, {"encoder": "crnn", "decoder": "gru"}) == "Xu et al. 2020 (seed 000), XE"
     assert model_paper(XE, {"encoder": "linear", "decoder": "att_lstm"}).startswith("Anderson et al. 2018")
@@ -179,32 +187,39 @@ def test_model_algorithm_and_paper():
     assert model_paper(XE, {"encoder": "linear", "decoder": "lstm"}).startswith("Vinyals et al. 2015")
     assert model_paper(XE, {"encoder": "rnn", "decoder": "lstm"}).startswith("Venugopalan et al. 2015")
     assert model_paper(XE, {"encoder": "crnn", "decoder": "lstm"}) == "XE (crnn + lstm)"
-    cider = {"reward": "cider_d:1.0"}
-    assert model_paper(f"{XE}/sle_x", cider) == "Chen & Jin 2020 (SLE), reward CIDEr-D"
-    assert model_paper(f"{XE}/multitask_x", cider) == "Li & Gong 2019 (multitask), reward CIDEr-D"
-    assert model_paper(f"{XE}/mc_pg_x", {"reward": "spider"}) == "Liu et al. 2017 (MC-PG), reward SPIDEr"
-    assert model_paper(f"{XE}/scst_x", {"reward": "cider_d_batch:1,bleu_4:0.5"}) == (
+
+    def rl(algo, **config):
+        return dict({"rl_algo": algo, "reward": "cider_d:1.0"}, **config)
+
+    assert model_paper(f"{XE}/x", rl("sle")) == "Chen & Jin 2020 (SLE), reward CIDEr-D"
+    assert model_paper(f"{XE}/x", rl("multitask")) == "Li & Gong 2019 (multitask), reward CIDEr-D"
+    assert model_paper(f"{XE}/x", rl("mc_pg", reward="spider")) == "Liu et al. 2017 (MC-PG), reward SPIDEr"
+    assert model_paper(f"{XE}/x", rl("scst", reward="cider_d_batch:1,bleu_4:0.5")) == (
         "Rennie et al. 2017; Xu et al. 2020, reward CIDEr-D with per-batch IDF + 0.5 BLEU-4")
     # never implicit: a reward missing from the config is said so
-    assert model_paper(f"{XE}/sle_x") == "Chen & Jin 2020 (SLE), reward not recorded (no reward: in config.yaml)"
-    assert model_paper(f"{XE}/scst_x", {"reward": "x:1"}) == "Rennie et al. 2017; Xu et al. 2020, reward x:1"
+    assert model_paper(f"{XE}/x", {"rl_algo": "sle"}) == (
+        "Chen & Jin 2020 (SLE), reward not recorded (no reward: in config.yaml)")
+    assert model_paper(f"{XE}/x", rl("scst", reward="x:1")) == "Rennie et al. 2017; Xu et al. 2020, reward x:1"
+    assert model_paper(f"{XE}/x", rl("toy_unregistered")) == "rl_algo toy_unregistered"
     # actor-critic: the metric reward (A2C with Shi et al.'s value network) or seed 002's embedding reward
     a2c = "A2C, CIDEr-D reward (Shi et al. value network)"
-    assert model_paper(f"{XE}/ac_x", cider) == model_paper(f"{XE}/ac_x", dict(cider, ac_reward="metric")) == a2c
-    for key in ("ac_reward", "reward_type"):
-        emb = dict(cider, **{key: "embedding"})
-        assert model_paper(f"{XE}/ac_x", emb) == "Shi et al. (actor-critic, embedding reward)"
-    assert model_paper(f"{XE}_seed0", cider) == "Xu et al. 2020 (seed 000), XE"  # no reward for XE models
+    assert model_paper(f"{XE}/x", rl("ac")) == a2c
+    assert model_paper(f"{XE}/x", rl("ac", rl_conf={"reward_type": "metric"})) == a2c
+    emb = "Shi et al. (actor-critic, embedding reward)"
+    assert model_paper(f"{XE}/x", rl("ac", rl_conf={"reward_type": "embedding"})) == emb
+    assert model_paper(f"{XE}/x", rl("ac", ac_reward="embedding")) == emb  # a config.yaml of before rl_conf
+    assert model_paper(f"{XE}_seed0", {"reward": "cider_d:1.0"}) == "Xu et al. 2020 (seed 000), XE"
     # SLL-ME (seed 001): SCST with the maximum-entropy term; a zero weight is plain SCST
-    assert model_paper(f"{XE}/scst_me", dict(cider, entropy_weight=0.01)) == (
-        "Rennie et al. 2017; Xu et al. 2020 + max-entropy 0.01 (SLL-ME, Chen & Jin 2020), reward CIDEr-D")
-    assert model_paper(f"{XE}/scst_x", dict(cider, entropy_weight=0.0)) == model_paper(f"{XE}/scst_x", cider)
+    me = "Rennie et al. 2017; Xu et al. 2020 + max-entropy 0.01 (SLL-ME, Chen & Jin 2020), reward CIDEr-D"
+    assert model_paper(f"{XE}/x", rl("scst", rl_conf={"entropy_weight": 0.01})) == me
+    assert model_paper(f"{XE}/x", rl("scst", entropy_weight=0.01)) == me  # before rl_conf
+    assert model_paper(f"{XE}/x", rl("scst", rl_conf={"entropy_weight": 0.0})) == model_paper(f"{XE}/x", rl("scst"))
 
 
 def test_paper_reads_config_yaml(tmp_path):
     exp = tmp_path / "exp"
     _write(exp, "xe_a/ac_b", "t", "s", FULL)
-    (exp / "xe_a/ac_b/config.yaml").write_text("rl_algo: ac\nreward: cider_d:1.0\nac_reward: embedding\n")
+    (exp / "xe_a/ac_b/config.yaml").write_text("rl_algo: ac\nreward: cider_d:1.0\nrl_conf: {reward_type: embedding}\n")
     assert _table(format_results(collect_scores(exp)))[("xe_a/ac_b", "s")]["paper"] == (
         "Shi et al. (actor-critic, embedding reward)")
     (exp / "xe_a/ac_b/config.yaml").write_text("- not a mapping\n")
@@ -232,7 +247,7 @@ def _run_tree(exp, seeds=(0, 1, 2), per_clip=True):
                 score = dict(FULL, **{"CIDEr-D": float(np.mean(cider)), "BLEU-1": 0.5 + 0.01 * seed})
                 path = _write(exp, model, TAG, dset, score)
                 if "/" in model:
-                    (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
+                    (exp / model / "config.yaml").write_text(_rl_config(model))
                 if per_clip:
                     obj = {"CIDEr-D": dict(zip(CLIPS, cider.tolist())), "ROUGE-L": {c: 0.3 for c in CLIPS}}
                     path.with_name("per_clip.json").write_text(json.dumps(obj))
@@ -421,7 +436,7 @@ def test_significance_pairs_staged_rl_and_xe_decoded_with_another_model_file(tmp
         path = _write(exp, model, tag, "evaluation", dict(FULL, **{"CIDEr-D": float(np.mean(cider))}))
         path.with_name("per_clip.json").write_text(json.dumps({"CIDEr-D": dict(zip(CLIPS, cider.tolist()))}))
         if "/" in model:
-            (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
+            (exp / model / "config.yaml").write_text(_rl_config(model))
     sigs = {s.model: s for s in collect_significance(collect_scores(exp), num_resamples=200)}
     assert set(sigs) == {"xe_w/scst_p", "xe_w/reinforce_plus_f", "xe_w/reinforce_plus_f/multitask_m"}
     assert all(s.baseline == "xe_w" for s in sigs.values())
@@ -520,7 +535,7 @@ def test_the_fluency_error_rate_gets_its_own_bootstrap(tmp_path):
         per_clip = {"CIDEr-D": {c: 0.5 for c in CLIPS}, "FER (rules)": dict(zip(CLIPS, f))}
         score.with_name("per_clip.json").write_text(json.dumps(per_clip))
         if "/" in model:
-            (exp / model / "config.yaml").write_text("reward: cider_d:1.0\n")
+            (exp / model / "config.yaml").write_text(_rl_config(model))
     out = tmp_path / "RESULTS.md"
     main(["--exp_dir", str(exp), "--output", str(out), "--compare", "xe_a/scst_b=xe_a/scst_b_fl"])
     text = out.read_text()

@@ -14,8 +14,8 @@ import yaml
 
 from captionlib.io.datadir import write_scp
 from captionlib.io.feats import FeatReader
-from captionlib.models.encoder_feats import frozen_encoder
 from captionlib.models.panns import Cnn10Encoder, front_end_tensors
+from captionlib.models.pretrained_feats import frozen_encoder
 from captionlib.train.xe import read_feats_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -32,13 +32,17 @@ def test_print_config_is_loadable_yaml(name):
 
 @pytest.mark.parametrize("conf", sorted(REPO.glob("egs/*/conf/tuning/train_*.yaml")), ids=lambda p: p.name)
 def test_every_recipe_train_config_parses(conf, tmp_path, capsys):
-    """Each passes the checks the recipes run before stage 1 (--check_only): they must refuse
-    no valid config."""
+    """Each passes the checks the recipes run before stage 1 (--check_only), an RL config with the
+    objective of its name (its rl_conf block is that objective's): they must refuse no valid config."""
     name = "caption_train" if conf.name.startswith("train_xe") else "caption_rl_train"
     mod = importlib.import_module(f"captionbin.{name}")
     args = mod.get_parser().parse_args(["--config", str(conf)])
     assert args.max_epoch >= 1
     required = ["--token_list", "x"] if name == "caption_train" else ["--init_param", "x", "--cider_df", "y"]
+    if name == "caption_rl_train":  # the recipes pass the --rl_algo a config is for: conf/train_<algo>*.yaml
+        from captionlib.rl import RL_ALGOS
+
+        required += ["--rl_algo", max((a for a in RL_ALGOS if conf.name.startswith(f"train_{a}")), key=len)]
     with pytest.raises(SystemExit) as e:
         mod.main(["--config", str(conf), "--train_data_dir", "d", "--valid_data_dir", "d", "--output_dir",
                   str(tmp_path / "exp"), "--check_only", "true", *required])

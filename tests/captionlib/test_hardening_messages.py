@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from captionlib.train.common import load_feats_stats
+from captionlib.train.fit import load_feats_stats
 from captionlib.train.xe import load_embedding
 from captionlib.utils.fileio import UnsafeFileError, load_checkpoint, safe_unpickle
 from bad_inputs import CodeOnLoad, write_code_running_npz

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from captionlib.pretrained import MANIFEST, read_packed
+from captionlib.packed import MANIFEST, read_packed
 from captionlib.utils.archive import CHUNK_BYTES, read_member
 from bad_inputs import write_wav
 from packed_models import make_packed

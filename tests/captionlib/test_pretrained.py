@@ -14,7 +14,7 @@ import yaml
 
 from captionlib.audio.features import LogMel
 from captionlib.audio.io import load_audio
-from captionlib.pretrained import PACKED_FORMAT, PretrainedCaptioner, find_audio_files, pack_model, read_packed
+from captionlib.packed import PACKED_FORMAT, PretrainedCaptioner, find_audio_files, pack_model, read_packed
 from packed_models import CLIPS, FEATS_CONFIG, TRAIN_ENV, make_packed, make_recipe, write_variant
 
 MEMBERS = {"manifest.json", "model.pth", "config.yaml", "tokens.txt", "feats_config.yaml", "feats_stats.npz",
@@ -198,7 +198,7 @@ def test_tsv_fields_with_a_carriage_return_read_back_as_one_row():
     import csv
     import io
 
-    from captionlib.pretrained import CaptionResult, format_results
+    from captionlib.packed import CaptionResult, format_results
 
     results = [CaptionResult("a\rb.wav", "a dog barks"), CaptionResult("c\td.wav", "rain"),
                CaptionResult("e.wav", "wind")]

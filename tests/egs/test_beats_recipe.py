@@ -26,7 +26,7 @@ def test_mini_clotho_with_a_beats_encoder(tmp_path):
         shutil.copytree(ROOT / sub, tmp_path / sub, symlinks=True, ignore=ignore)
     d = tmp_path / "egs" / "mini_clotho"
     conf = yaml.safe_load((d / XE_CONFIG).read_text())["encoder_conf"]
-    arch = {k: v for k, v in conf.items() if k not in ("pretrained", "freeze", "lr_factor")}
+    arch = {k: v for k, v in conf.items() if k not in ("pretrained", "lr_factor")}
     cfg = dict(arch, input_patch_size=16, conv_bias=False, activation_fn="gelu", layer_norm_first=False, deep_norm=True,
                relative_position_embedding=True, gru_rel_pos=True, finetuned_model=False, dropout=0.0)
     del cfg["classes_num"]

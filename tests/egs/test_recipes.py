@@ -209,15 +209,20 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
     r = _run(["./run.sh", "--stage", "5", "--stop_stage", "5", "--xe_config", "conf/nope.yaml"], cwd=d)
     assert r.returncode == 2 and "XE config conf/nope.yaml not found" in r.stdout + r.stderr
     # the training options are checked (--check_only) before the stages that come first run: a
-    # bad --xe_args before stages 1-4, and every algorithm of --rl_algo before any trains (mc_pg
-    # reads no sample_logprobs: scst used to train first, then mc_pg failed)
+    # bad --xe_args before stages 1-4, and every algorithm of --rl_algo before any trains (mc_pg's
+    # rl_conf has no sample_logprobs: scst used to train first, then mc_pg failed)
     r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "scst mc_pg",
-              "--rl_args", "--sample_logprobs recompute"], cwd=d)
+              "--rl_args", "--rl_conf sample_logprobs=recompute"], cwd=d)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and ("the options of stage 6 (RL, --rl_algo mc_pg): "
                                   "python -m captionbin.caption_rl_train: error: "
-                                  "sample_logprobs recompute is not read by rl_algo mc_pg") in out, out
+                                  "rl_conf (rl_algo mc_pg): unknown key 'sample_logprobs'") in out, out
     assert "Stage 6:" not in out, out
+    # an old flat key of an RL config names where it goes now
+    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "sle", "--rl_args",
+              "--num_samples 3"], cwd=d)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "--num_samples moved into --rl_conf: give it as --rl_conf num_samples=3" in out, out
     for args, message in [
         (["--xe_args", "--lr -1"], "the options of stage 5 (XE training): python -m captionbin.caption_train: "
                                    "error: lr must be > 0, got -1.0; nothing has run"),

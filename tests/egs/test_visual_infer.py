@@ -25,7 +25,7 @@ MEDIA = {"mini_mscoco": "image", "mini_msvd": "video"}
 @pytest.mark.parametrize("mini", sorted(MEDIA))
 def test_caption_infer_on_packed_visual_model_gives_stage8(tmp_path, mini):
     from captionlib.io.feats import FeatReader
-    from captionlib.pretrained import PretrainedCaptioner, read_packed
+    from captionlib.packed import PretrainedCaptioner, read_packed
 
     d = _copy_recipe(tmp_path, mini)
     r = _run(["./run.sh", *FAST], cwd=d, timeout=900)

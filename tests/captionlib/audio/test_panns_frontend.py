@@ -32,7 +32,7 @@ from captionlib.audio.features import LogMel
 from captionlib.audio.io import load_audio
 from captionlib.io.datadir import write_scp
 from captionlib.io.feats import FeatReader
-from captionlib.pretrained import LOGMEL_KEYS
+from captionlib.packed import LOGMEL_KEYS
 
 REPO = Path(__file__).resolve().parents[3]
 CONF = REPO / "egs" / "clotho" / "conf" / "feats_panns.yaml"

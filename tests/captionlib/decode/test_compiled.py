@@ -14,8 +14,8 @@ from torch._dynamo.utils import counters
 from captionlib.decode import loop, search
 from captionlib.decode.options import COMPILE_MODES
 from captionlib.decode.search import compiled, greedy_search, sample
+from captionlib.models.batch_parts import BatchParts, cat_encodings
 from captionlib.models.captioner import Captioner
-from captionlib.models.encoding import BatchParts, cat_encodings
 from captionlib.train.options import TrainOptions
 from tiny_training import train_tiny_xe
 

@@ -10,8 +10,8 @@ import torch
 
 from captionlib.decode import cuda_graph
 from captionlib.decode.search import decode_loop, sample, trimmed
+from captionlib.models.batch_parts import BatchParts, cat_encodings
 from captionlib.models.captioner import Captioner
-from captionlib.models.encoding import BatchParts, cat_encodings
 
 DECODERS = [
     ("gru", {}),

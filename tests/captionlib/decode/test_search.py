@@ -304,7 +304,7 @@ def test_greedy_rows_are_the_two_passes_of_a_baseline_and_samples(decoder, conf,
     that pass leaves it, whether the greedy rows end first or outlast the samples (then they go on
     without drawing)."""
     from captionlib.decode.search import trimmed
-    from captionlib.models.encoding import cat_encodings
+    from captionlib.models.batch_parts import cat_encodings
 
     torch.manual_seed(0)
     model = Captioner(9, decoder=decoder, decoder_conf={**conf, "dropout": 0.3}).train()

@@ -19,8 +19,8 @@ import yaml
 from torch.nn import functional as F
 
 from captionlib.decode.search import greedy_search
+from captionlib.models.batch_parts import BatchParts
 from captionlib.models.captioner import Captioner
-from captionlib.models.encoding import BatchParts
 from captionlib.models.panns import (
     FRONT_END_KEYS,
     Cnn10Encoder,

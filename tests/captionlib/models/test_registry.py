@@ -6,6 +6,7 @@ import torch
 
 from captionlib.decode.ensemble import Ensemble
 from captionlib.decode.search import beam_search, greedy_search, sample
+from captionlib.models.batch_parts import BatchParts, cat_encodings, pooled
 from captionlib.models.captioner import (
     DECODERS,
     ENCODERS,
@@ -16,7 +17,6 @@ from captionlib.models.captioner import (
     model_file_dict,
 )
 from captionlib.models.encoders import LinearEncoder, RNNEncoder
-from captionlib.models.encoding import BatchParts, cat_encodings, pooled
 
 V = 14
 D = 24

@@ -12,8 +12,8 @@ from torch import nn
 
 from captionlib.decode.ensemble import Ensemble
 from captionlib.decode.search import beam_search, greedy_search, sample
+from captionlib.models.batch_parts import BatchParts
 from captionlib.models.captioner import Captioner, load_model_file, model_file_dict, xe_loss, xe_targets
-from captionlib.models.encoding import BatchParts
 from captionlib.models.transformer import TransformerDecoder, row_slots, sinusoidal_positions
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -50,8 +50,8 @@ def test_the_options_are_checked_before_training():
     base = dict(init_param="x.pth", cider_df="df.npz")
     with pytest.raises(ValueError, match="fluency_model m.pth is read only with fluency_penalty > 0"):
         check_rl_options(RLOptions(fluency_model="m.pth", **base))
-    with pytest.raises(ValueError, match="not to ac_reward embedding"):
-        check_rl_options(RLOptions(rl_algo="ac", ac_reward="embedding", fluency_penalty=0.9, **base))
+    with pytest.raises(ValueError, match="not to rl_conf reward_type embedding"):
+        check_rl_options(RLOptions(rl_algo="ac", rl_conf={"reward_type": "embedding"}, fluency_penalty=0.9, **base))
     with pytest.raises(ValueError, match="fluency_penalty"):
         check_rl_options(RLOptions(fluency_penalty=2.0, **base))
     check_rl_options(RLOptions(rl_algo="mc_pg", fluency_penalty=0.9, **base))

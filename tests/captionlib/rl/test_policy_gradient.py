@@ -140,27 +140,9 @@ def test_entropy_weight_is_refused_where_the_objective_does_not_read_it():
     from captionlib.rl.options import RLOptions
     from captionlib.rl.train import train_rl
 
-    with pytest.raises(ValueError, match="entropy_weight .SLL-ME. is for scst and reinforce_plus, not rl_algo sle"):
-        train_rl(RLOptions(rl_algo="sle", entropy_weight=0.01, init_param="x.pth", cider_df="df.npz",
+    with pytest.raises(ValueError, match=r"rl_conf \(rl_algo sle\): unknown key 'entropy_weight'; its keys: "):
+        train_rl(RLOptions(rl_algo="sle", rl_conf={"entropy_weight": 0.01}, init_param="x.pth", cider_df="df.npz",
                            train_data_dir="d", valid_data_dir="d", output_dir="o"))
-
-
-def test_options_another_objective_reads_are_named_in_a_warning(caplog):
-    """--alpha or --num_rollouts with SCST were ignored silently."""
-    import logging
-
-    from captionlib.rl import RL_OBJECTIVES, objective_class
-    from captionlib.rl.options import OBJECTIVE_OPTIONS, RLOptions
-    from captionlib.rl.train import warn_unread_options
-
-    for name in RL_OBJECTIVES:  # every built-in objective says what it reads, all of it objective options
-        assert set(objective_class(name).options_read) <= set(OBJECTIVE_OPTIONS), name
-    with caplog.at_level(logging.WARNING):
-        warn_unread_options(RLOptions(rl_algo="sle", alpha=0.5, num_samples=5), objective_class("sle"))
-        assert not caplog.records
-        warn_unread_options(RLOptions(rl_algo="scst", alpha=0.5, num_rollouts=7), objective_class("scst"))
-    msg = caplog.records[-1].getMessage()
-    assert msg.startswith("rl_algo scst does not read alpha=0.5, num_rollouts=7: ignored"), msg
 
 
 def test_cuda_graphs_with_gradients_through_the_sampling_loop_are_warned_about(caplog):
@@ -172,21 +154,22 @@ def test_cuda_graphs_with_gradients_through_the_sampling_loop_are_warned_about(c
     from captionlib.rl.options import RLOptions
     from captionlib.rl.train import warn_cuda_graphs_with_loop_gradients
 
+    def warn(rl_algo, rl_conf=None, **opts):
+        cls = objective_class(rl_algo)
+        warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo=rl_algo, **opts), cls.Conf(**(rl_conf or {})))
+
     with caplog.at_level(logging.WARNING):
-        for opts in (RLOptions(rl_algo="scst", decode_compile="reduce-overhead", sample_logprobs="recompute"),
-                     RLOptions(rl_algo="scst", decode_compile="cuda-graph", sample_logprobs="recompute"),
-                     RLOptions(rl_algo="scst", decode_compile="aot_eager"), RLOptions(rl_algo="mc_pg")):
-            warn_cuda_graphs_with_loop_gradients(opts, objective_class(opts.rl_algo))
+        warn("scst", {"sample_logprobs": "recompute"}, decode_compile="reduce-overhead")
+        warn("scst", {"sample_logprobs": "recompute"}, decode_compile="cuda-graph")
+        warn("scst", decode_compile="aot_eager")
+        warn("mc_pg")
         assert not caplog.records
-        warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo="scst", decode_compile="reduce-overhead"),
-                                             objective_class("scst"))
-        warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo="mc_pg", decode_compile="max-autotune"),
-                                             objective_class("mc_pg"))
-        warn_cuda_graphs_with_loop_gradients(RLOptions(rl_algo="reinforce_plus", num_samples=2,
-                                                       decode_compile="cuda-graph"), objective_class("reinforce_plus"))
+        warn("scst", decode_compile="reduce-overhead")
+        warn("mc_pg", decode_compile="max-autotune")
+        warn("reinforce_plus", {"num_samples": 2}, decode_compile="cuda-graph")
     msgs = [r.getMessage() for r in caplog.records]
     assert msgs[2].startswith("decode_compile cuda-graph replays the passes without gradients only: the samples of "
                               "rl_algo reinforce_plus (sample_logprobs loop) are drawn eagerly"), msgs
     assert len(msgs) == 3 and msgs[0].startswith("decode_compile reduce-overhead with gradients through the "
                                                  "sampling loop (rl_algo scst, sample_logprobs loop)"), msgs
-    assert "rl_algo mc_pg" in msgs[1] and "--sample_logprobs recompute" in msgs[1], msgs
+    assert "rl_algo mc_pg" in msgs[1] and "--rl_conf sample_logprobs=recompute" in msgs[1], msgs

@@ -173,6 +173,6 @@ def test_two_passes_where_one_would_not_equal_them(case, monkeypatch):
 def test_objectives_that_do_not_read_it_refuse_it():
     with pytest.raises(ValueError, match="sample_logprobs must be one of"):
         SCST(WordSetReward(), Tokenizer(TOKENS), sample_logprobs="twice")
-    with pytest.raises(ValueError, match="sample_logprobs recompute is not read by rl_algo mc_pg"):
-        train_rl(RLOptions(rl_algo="mc_pg", sample_logprobs="recompute", init_param="x.pth", cider_df="df.npz",
-                           train_data_dir="d", valid_data_dir="d", output_dir="o"))
+    with pytest.raises(ValueError, match=r"rl_conf \(rl_algo mc_pg\): unknown key 'sample_logprobs'"):
+        train_rl(RLOptions(rl_algo="mc_pg", rl_conf={"sample_logprobs": "recompute"}, init_param="x.pth",
+                           cider_df="df.npz", train_data_dir="d", valid_data_dir="d", output_dir="o"))

@@ -35,7 +35,7 @@ def test_a_default_is_written_once():
     """No ``max_len=30``-style keyword default of a training option in the entry points
     (``None``, "not given", is allowed)."""
     names = {f.name for cls in (XEOptions, RLOptions) for f in dataclasses.fields(cls)}
-    for path in ("captionlib/train/xe.py", "captionlib/rl/train.py", "captionlib/train/common.py",
+    for path in ("captionlib/train/xe.py", "captionlib/rl/train.py", "captionlib/train/fit.py",
                  "captionbin/caption_train.py", "captionbin/caption_rl_train.py"):
         for node in ast.walk(ast.parse((REPO / path).read_text())):
             if isinstance(node, ast.FunctionDef):
@@ -49,15 +49,28 @@ def test_a_default_is_written_once():
 
 def test_library_signatures_refer_to_the_option_defaults():
     """The objectives and the trainer take an option's default from the dataclass (e.g.
-    ``max_len: int = DEFAULTS.max_len``), never a copy of its value (``max_len=30``); an
-    objective's own different default (SLE's 5 samples, the paper's) is not a copy."""
-    defaults = {}
-    for cls in (XEOptions, RLOptions):
-        for f in dataclasses.fields(cls):
-            value = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            defaults.setdefault(f.name, []).append(value)
+    ``max_len: int = DEFAULTS.max_len``) or from the objective's ``rl_conf`` dataclass
+    (``SLEConf.alpha``), never a copy of its value (``max_len=30``); an objective's own
+    different default (multitask's 5 samples, the paper's) is not a copy."""
+    import sys
+
+    from captionlib.rl import RL_ALGOS, objective_class
+
+    def option_defaults(*classes):
+        out = {}
+        for cls in classes:
+            for f in dataclasses.fields(cls):
+                default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+                out.setdefault(f.name, []).append(default)
+        return out
+
+    confs = {}  # file -> the rl_conf dataclasses of its objectives (and their bases)
+    for algo in RL_ALGOS:
+        for conf in objective_class(algo).Conf.__mro__[:-1]:
+            confs.setdefault(Path(sys.modules[conf.__module__].__file__).resolve(), set()).add(conf)
     copies = []
     for path in sorted([*(REPO / "captionlib" / "rl").glob("*.py"), *(REPO / "captionlib" / "train").glob("*.py")]):
+        defaults = option_defaults(XEOptions, RLOptions, *confs.get(path.resolve(), ()))
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.FunctionDef):
                 continue
@@ -99,7 +112,11 @@ def test_no_function_is_longer_than_80_lines():
      "encoder_conf.transformer: unknown key(s) 'nheads' of TransformerEncoderStack"),
     ("caption_train", ["--specaug", "true", "--specaug_conf", "{time_mask: 2}"],
      "specaug_conf: unknown key(s) 'time_mask' of SpecAugment"),
-    ("caption_train", ["--encoder_conf", "{freeze: -1}"], "encoder_conf.freeze must be true"),
+    ("caption_train", ["--freeze_encoder", "-1"], "freeze_encoder must be >= 0, got -1"),
+    ("caption_train", ["--encoder_conf", "{freeze: 2}"],
+     "encoder_conf.freeze moved to the option freeze_encoder (the same in XE and RL): write 'freeze_encoder: 2'"),
+    ("caption_rl_train", ["--freeze_encoder", "maybe"],
+     "argument --freeze_encoder: expected true, false or a whole number, got 'maybe'"),
     ("caption_train", ["--encoder_conf", "{pretrained: x.pth}"],
      "encoder_conf.pretrained: encoder 'crnn' has no checkpoint loader"),
     ("caption_train", ["--encoder", "cnn14", "--encoder_conf", "{pretrained: x.pth}", "--init_param", "y.pth"],
@@ -109,18 +126,30 @@ def test_no_function_is_longer_than_80_lines():
     ("caption_train", ["--decoder_conf", "{a: 1, a: 2}"],
      "argument --decoder_conf: not a YAML mapping: '{a: 1, a: 2}': found duplicate key 'a' at column 8"),
     ("caption_rl_train", ["--max_epoch", "0"], "max_epoch must be >= 1, got 0"),
-    ("caption_rl_train", ["--alpha", "1.5"], "alpha must be in [0, 1], got 1.5"),
-    ("caption_rl_train", ["--num_samples", "0"], "num_samples must be >= 1, got 0"),
-    # combinations an objective cannot train with (check_rl_options): usage errors, not tracebacks
-    ("caption_rl_train", ["--rl_algo", "mc_pg", "--sample_logprobs", "recompute"],
-     "sample_logprobs recompute is not read by rl_algo mc_pg"),
-    ("caption_rl_train", ["--rl_algo", "ac", "--entropy_weight", "0.01"],
-     "entropy_weight (SLL-ME) is for scst and reinforce_plus, not rl_algo ac"),
-    ("caption_rl_train", ["--rl_algo", "sle", "--num_samples", "1"],
-     "sle needs num_samples >= 2 (pairs of samples), got 1"),
-    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--baseline", "mean"],
+    # an objective's own options: its rl_conf block, checked by its class's Conf
+    ("caption_rl_train", ["--rl_algo", "sle", "--rl_conf", "alpha=1.5"],
+     "rl_conf (rl_algo sle): alpha must be in [0, 1], got 1.5"),
+    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--rl_conf", "num_samples=0"],
+     "rl_conf (rl_algo reinforce_plus): num_samples must be >= 1, got 0"),
+    ("caption_rl_train", ["--rl_algo", "sle", "--rl_conf", "{num_samples: two}"],
+     "rl_conf (rl_algo sle): num_samples must be an int, got 'two'"),
+    ("caption_rl_train", ["--rl_algo", "mc_pg", "--rl_conf", "sample_logprobs=recompute"],
+     "rl_conf (rl_algo mc_pg): unknown key 'sample_logprobs'; its keys: critic_lr, num_rollouts"),
+    ("caption_rl_train", ["--rl_algo", "ac", "--rl_conf", "entropy_weight=0.01"],
+     "rl_conf (rl_algo ac): unknown key 'entropy_weight'; its keys: critic_lr, sample_logprobs,"),
+    ("caption_rl_train", ["--rl_algo", "scst", "--rl_conf", "{baseline: mean}"],
+     "rl_conf (rl_algo scst): unknown key 'baseline'; its keys: sample_logprobs, baseline_encoding, entropy_weight"),
+    ("caption_rl_train", ["--rl_algo", "sle", "--rl_conf", "num_samples=1"],
+     "rl_conf (rl_algo sle): num_samples must be >= 2, got 1"),
+    ("caption_rl_train", ["--rl_algo", "reinforce_plus", "--rl_conf", "baseline=mean"],
      "baseline 'mean' needs num_samples >= 2"),
-    ("caption_rl_train", ["--rl_algo", "multitask", "--baseline", "mean"], "baseline 'mean' needs num_samples >= 2"),
+    ("caption_rl_train", ["--rl_algo", "multitask", "--rl_conf", "baseline=mean"],
+     "baseline 'mean' needs num_samples >= 2"),
+    # an option that was a top-level key before the rl_conf blocks: where it goes now
+    ("caption_rl_train", ["--rl_algo", "sle", "--num_samples", "5"],
+     "--num_samples moved into --rl_conf: give it as --rl_conf num_samples=5"),
+    ("caption_rl_train", ["--rl_algo", "sle", "--sle_distance=bleu34_mean"],
+     "--sle_distance moved into --rl_conf: give it as --rl_conf distance=bleu34_mean"),
     ("caption_rl_train", ["--reward", "cider_d:1,bleu:1"], "reward 'cider_d:1,bleu:1': unknown metric 'bleu'"),
     ("caption_rl_train", ["--reward", "spider", "--spice_lib_dir", "/nonexistent"], "needs SPICE, which cannot run"),
 ])
@@ -141,9 +170,10 @@ def test_a_bad_value_is_one_line_before_anything_is_loaded(binary, args, message
 @pytest.mark.parametrize("binary, args", [
     ("caption_train", ["--token_list", "x"]),
     ("caption_rl_train", ["--init_param", "x", "--cider_df", "y"]),
-    # SCST ignores baseline and num_samples (with a warning when it trains), as before
-    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "scst", "--baseline", "mean"]),
-    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "sle", "--num_samples", "2"]),
+    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "scst", "--rl_conf",
+                          "entropy_weight=0.01"]),
+    ("caption_rl_train", ["--init_param", "x", "--cider_df", "y", "--rl_algo", "sle", "--rl_conf",
+                          "{num_samples: 2, distance: bleu34_mean}"]),
 ])
 def test_check_only_exits_0_on_valid_options_loading_and_writing_nothing(binary, args, tmp_path, capsys):
     """caption.sh runs --check_only for stage 5 and for every --rl_algo before anything trains."""
@@ -209,3 +239,33 @@ def test_library_calls_are_checked_too_and_a_bad_model_key_is_named(tmp_path):
     with pytest.raises(ValueError,
                        match=r"decoder_conf \(decoder 'gru'\): unknown key\(s\) 'hidden_sise' of GRUDecoder"):
         train_xe(opts)
+
+
+def test_an_old_flat_rl_key_in_a_config_file_names_where_it_goes(tmp_path, capsys):
+    """A recipe config of before the rl_conf blocks fails with the line to write instead."""
+    from captionbin.caption_rl_train import main
+
+    conf = tmp_path / "train_sle.yaml"
+    conf.write_text("reward: cider_d:1.0\nnum_samples: 5\nac_reward: embedding\n")
+    with pytest.raises(SystemExit) as e:
+        main(["--config", str(conf), "--rl_algo", "sle", "--train_data_dir", "d", "--valid_data_dir", "d",
+              "--output_dir", str(tmp_path / "exp"), "--init_param", "x", "--cider_df", "y"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"{conf}: key 'num_samples' moved into rl_conf: write 'rl_conf: {{num_samples: 5}}'" in err
+    assert f"{conf}: key 'ac_reward' moved into rl_conf: write 'rl_conf: {{reward_type: embedding}}'" in err
+
+
+def test_rl_help_lists_the_objective_block(capsys):
+    from captionbin.caption_rl_train import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    plain = capsys.readouterr().out
+    assert "--rl_algo X --help" in plain and "num_rollouts" not in plain
+    assert len([w for w in plain.split() if w.startswith("--") and w.strip("[],") == w]) > 0
+    with pytest.raises(SystemExit):
+        main(["--rl_algo", "mc_pg", "--help"])
+    out = capsys.readouterr().out
+    assert "--rl_conf keys of --rl_algo mc_pg (Liu et al. 2017 (MC-PG))" in out
+    assert "  num_rollouts (int, default 3; >= 1): K, Monte-Carlo rollouts per step" in out

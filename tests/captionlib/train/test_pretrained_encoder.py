@@ -1,5 +1,5 @@
 """XE training from a published encoder checkpoint (issue 26 item 3): ``encoder_conf:
-{pretrained, freeze, lr_factor}``, the checkpoint read as the authors wrote it (numpy sampler
+{pretrained, lr_factor}`` and ``freeze_encoder``, the checkpoint read as the authors wrote it (numpy sampler
 state included) and nothing else unpickled, the front end checked against the dump dir's
 ``feats_config.yaml``, the encoder frozen for N epochs or for good (weights and BatchNorm
 statistics), its own learning rate, and a run resumed in the middle equal to an
@@ -67,7 +67,7 @@ def _checkpoint(path, rename=None, sampler=None):
     return state
 
 
-def _opts(tmp_path, data, out, **encoder_conf):
+def _opts(tmp_path, data, out, freeze=False, **encoder_conf):
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(TOKENS)
     stats = tmp_path / "feats_stats.npz"
@@ -75,7 +75,8 @@ def _opts(tmp_path, data, out, **encoder_conf):
     return XEOptions(train_data_dir=str(data), valid_data_dir=str(data), output_dir=str(out), token_list=str(tokens),
                      feats_stats=str(stats), batch_size=3, max_epoch=2, max_len=4, keep_nbest=5, lr=1e-3,
                      optim="adamw", weight_decay=0.01, scheduler="warmup_cosine", warmup_steps=2,
-                     encoder="cnn10", encoder_conf=encoder_conf, decoder="gru", decoder_conf={"hidden_size": 8})
+                     encoder="cnn10", encoder_conf=encoder_conf, freeze_encoder=freeze, decoder="gru",
+                     decoder_conf={"hidden_size": 8})
 
 
 def _model(out, epoch):
@@ -83,15 +84,17 @@ def _model(out, epoch):
 
 
 def test_split_encoder_conf_validates_the_trainer_keys():
-    conf, training = split_encoder_conf({"pretrained": "a.pth", "freeze": 2, "lr_factor": 0.1, "dropout": 0.3})
+    conf, training = split_encoder_conf({"pretrained": "a.pth", "lr_factor": 0.1, "dropout": 0.3}, 2)
     assert conf == {"dropout": 0.3} and training == EncoderTraining("a.pth", 2, 0.1)
     assert [training.frozen(e) for e in (1, 2, 3)] == [True, True, False]
-    assert split_encoder_conf({"freeze": True})[1].frozen_epochs == math.inf
-    assert split_encoder_conf({"freeze": False})[1] == split_encoder_conf({"freeze": 0})[1] == EncoderTraining()
+    assert split_encoder_conf({}, True)[1].frozen_epochs == math.inf
+    assert split_encoder_conf({}, False)[1] == split_encoder_conf({}, 0)[1] == EncoderTraining()
     assert split_encoder_conf(None) == ({}, EncoderTraining())
     for bad in (-1, 1.5, "yes", None):
-        with pytest.raises(ValueError, match=r"encoder_conf\.freeze must be .*, got"):
-            split_encoder_conf({"freeze": bad})
+        with pytest.raises(ValueError, match=r"freeze_encoder must be .*, got"):
+            split_encoder_conf({}, bad)
+    with pytest.raises(ValueError, match=r"encoder_conf\.freeze moved to the option freeze_encoder .*: 1'"):
+        split_encoder_conf({"freeze": 1})
     for bad in (0, -1, float("nan"), float("inf"), True, "0.1"):
         with pytest.raises(ValueError, match=r"encoder_conf\.lr_factor must be a number > 0"):
             split_encoder_conf({"lr_factor": bad})
@@ -160,8 +163,8 @@ def _encoder_equals(model_state, state):
 def test_pretrained_frozen_for_one_epoch_then_trained_and_resumed(tmp_path, monkeypatch, caplog):
     state = _checkpoint(tmp_path / "Cnn10_mAP=0.380.pth")
     data = _dump(tmp_path / "dump")
-    conf = {"pretrained": str(tmp_path / "Cnn10_mAP=0.380.pth"), "freeze": 1, "lr_factor": 0.1}
-    whole = _opts(tmp_path, data, tmp_path / "whole", **conf)
+    conf = {"pretrained": str(tmp_path / "Cnn10_mAP=0.380.pth"), "lr_factor": 0.1}
+    whole = _opts(tmp_path, data, tmp_path / "whole", freeze=1, **conf)
     with caplog.at_level(logging.INFO):
         train_xe(whole)
     e1, e2 = _model(whole.output_dir, 1), _model(whole.output_dir, 2)
@@ -178,10 +181,11 @@ def test_pretrained_frozen_for_one_epoch_then_trained_and_resumed(tmp_path, monk
     # the model files need no checkpoint; config.yaml keeps the options as given
     model, obj = load_model_file(str(Path(whole.output_dir) / "2epoch.pth"))
     assert obj["model_conf"]["encoder_conf"] == {} and isinstance(model.encoder, Cnn10Encoder)
-    assert yaml.safe_load((Path(whole.output_dir) / "config.yaml").read_text())["encoder_conf"] == conf
+    config = yaml.safe_load((Path(whole.output_dir) / "config.yaml").read_text())
+    assert config["encoder_conf"] == conf and config["freeze_encoder"] == 1
 
     # the same run killed after epoch 1 and resumed: the same model at the end
-    killed = _opts(tmp_path, data, tmp_path / "killed", **conf)
+    killed = _opts(tmp_path, data, tmp_path / "killed", freeze=1, **conf)
     train_epoch = Trainer._train_epoch
 
     def kill_at_epoch_2(self, epoch, *args):
@@ -249,4 +253,4 @@ def test_bad_checkpoints_and_dump_dirs_fail_naming_what_is_wrong(tmp_path):
     both = _opts(tmp_path, data, tmp_path / "f", pretrained=str(tmp_path / "ok.pth"))
     both.init_param = str(tmp_path / "ok.pth")
     _fails(both, ValueError, "init_param")
-    _fails(_opts(tmp_path, data, tmp_path / "g", freeze=-1), ValueError, "encoder_conf.freeze")
+    _fails(_opts(tmp_path, data, tmp_path / "g", freeze=-1), ValueError, "freeze_encoder must be")

@@ -37,7 +37,7 @@ def _dump_dir(path, num_clips=11):
 
 
 def test_clip_validation_equals_per_caption_loss_and_per_batch_decoding(tmp_path):
-    from captionlib.train.common import clip_validation
+    from captionlib.train.validation import clip_validation
 
     data = _dump_dir(tmp_path / "valid")
     tok = Tokenizer(TOKENS)
@@ -80,7 +80,7 @@ def test_rl_unit_caption_repeats_each_clip_once_per_caption(tmp_path):
 
 
 def test_best_criteria_puts_the_model_selection_metric_first():
-    from captionlib.train.common import best_criteria
+    from captionlib.train.validation import best_criteria
 
     assert best_criteria("bleu_4", ("cider_d", "bleu_4", "loss")) == [
         ("bleu_4", "max"), ("cider_d", "max"), ("loss", "min")]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from captionlib.train.average import kept_by
-from captionlib.train.common import write_config
+from captionlib.train.fit import write_config
 from captionlib.train.options import XEOptions
 from captionlib.train.xe import read_feats_config
 

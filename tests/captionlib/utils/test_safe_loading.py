@@ -169,7 +169,7 @@ def test_document_frequencies_refuse_pickles_and_object_arrays(tmp_path, marker)
 def _packed(tmp_path, model_bytes, extra=None):
     import yaml
 
-    from captionlib.pretrained import PACKED_FORMAT, PACKED_VERSION, write_packed
+    from captionlib.packed import PACKED_FORMAT, PACKED_VERSION, write_packed
     from packed_models import FEATS_CONFIG
 
     members = {"model.pth": model_bytes, "feats_config.yaml": yaml.safe_dump(FEATS_CONFIG).encode(), **(extra or {})}
@@ -178,7 +178,7 @@ def _packed(tmp_path, model_bytes, extra=None):
 
 def test_packed_model_with_a_crafted_model_pth_is_refused(tmp_path, evil_model, capsys):
     from captionbin.caption_infer import main
-    from captionlib.pretrained import PretrainedCaptioner
+    from captionlib.packed import PretrainedCaptioner
 
     packed = _packed(tmp_path, evil_model.read_bytes())
     with pytest.raises(UnsafeFileError) as e:
@@ -193,7 +193,7 @@ def test_packed_model_with_a_crafted_model_pth_is_refused(tmp_path, evil_model, 
 
 
 def test_an_old_packed_model_loads_and_its_pickled_member_is_never_unpickled(tmp_path, model_file, marker):
-    from captionlib.pretrained import PretrainedCaptioner
+    from captionlib.packed import PretrainedCaptioner
 
     crafted = write_code_running_pickle(tmp_path / "df.pkl", marker).read_bytes()
     packed = _packed(tmp_path, model_file.read_bytes(), {"cider_df.pkl": crafted})

@@ -10,7 +10,7 @@ import torch
 
 from captionbin import caption_extract_visual_feats, caption_infer
 from captionbin.caption_pack import main as pack
-from captionlib.pretrained import CNN_MEMBER, PretrainedCaptioner
+from captionlib.packed import CNN_MEMBER, PretrainedCaptioner
 from captionlib.visual.cnn import RandomConvNet, export_backbone, load_exported
 from bad_inputs import replace_zip_member
 from crafted_pt2 import ROUTES, RUNS_CODE, craft_pt2

@@ -1,9 +1,9 @@
-"""Epoch batching of captionlib.train.common (one pass, or ESPnet2-style num_iters_per_epoch)."""
+"""Epoch batching of captionlib.train.batching (one pass, or ESPnet2-style num_iters_per_epoch)."""
 
 import numpy as np
 import pytest
 
-from captionlib.train.common import epoch_batches
+from captionlib.train.batching import epoch_batches
 
 
 def test_one_pass_per_epoch_covers_every_item_once():

@@ -9,7 +9,7 @@ encoder's front end: ``conf/feats_convnext.yaml``, ``conf/feats_panns.yaml``), t
 encoder in eval mode, loaded strictly from its published checkpoint
 (:data:`PRETRAINED_LOADERS`, front end checked against the config), and its frame outputs
 (frames', C) are stored (float32) in place of the log-mel. They are exactly the memory that
-``encoder: <name>`` with ``encoder_conf: {pretrained: ..., freeze: true}`` hands the decoder
+``encoder: <name>`` with ``encoder_conf: {pretrained: ...}`` and ``freeze_encoder: true`` hands the decoder
 (:meth:`~captionlib.models.convnext.ConvNeXtEncoder.forward`,
 :meth:`~captionlib.models.panns.PANNsEncoder.forward`), computed once instead of at every
 training step; an XE config then reads them with ``encoder: linear`` (the baseline's frame
