@@ -29,6 +29,8 @@ RL_OBJECTIVES: Dict[str, Union[str, type]] = {
     "ac": "captionlib.rl.actor_critic:ActorCritic",
     "mc_pg": "captionlib.rl.mc_pg:MonteCarloPG",
     "multitask": "captionlib.rl.multitask:MultiTask",
+    "grpo": "captionlib.rl.grpo:GRPO",
+    "dpo": "captionlib.rl.dpo:DPO",
 }
 #: Values of ``--rl_algo``: the built-in objectives.
 RL_ALGOS = tuple(RL_OBJECTIVES)
