@@ -35,7 +35,7 @@ demo: $(STAMP) $(SCRIPTS_STAMP)
 	egs/mini_clotho/demo.sh
 
 demo-all: $(STAMP) $(SCRIPTS_STAMP)
-	egs/mini_clotho/demo.sh --rl_algo "scst reinforce_plus sle ac mc_pg multitask grpo dpo"
+	egs/mini_clotho/demo.sh --rl_algo "scst reinforce_plus sle ac mc_pg multitask ppo grpo dpo"
 
 test: $(STAMP) $(SCRIPTS_STAMP)
 	$(VENV)/bin/lint-imports --no-cache --no-logo

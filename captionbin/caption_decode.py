@@ -9,6 +9,11 @@ metrics of ``caption_score --hyp_samples`` (seed 001: Div-1, Div-2, mBLEU-4, and
 CIDEr-D of the samples). ``--nbest N`` also writes ``<output_dir>/text_nbest``: the N best
 hypotheses of a beam search of width max(beam_size, N), ids ``<clip-id>#<rank>``, for the
 diversity of the beams (``caption_score --hyp_nbest``; seed 001 table 4 "bs").
+``--sample_top_p P`` < 1 draws the samples by nucleus sampling. ``--rerank N`` writes as ``text``
+the minimum-Bayes-risk choice among N samples and the beam/greedy caption (the candidate of
+highest mean CIDEr-D against the others, plus ``--rerank_lm_weight`` times its length-normalised
+log-likelihood), and the beam/greedy caption as ``text_unranked``
+(:func:`captionlib.decode.rerank.mbr_select`); ``--rerank 0``, the default, writes today's ``text``.
 
 Usage:
     python -m captionbin.caption_decode --config conf/decode.yaml \
@@ -20,6 +25,9 @@ Usage:
         --num_diversity_samples 5 --feats_scp ... --output_dir ...
     # the 5 best beam hypotheses per clip too (text_nbest)
     python -m captionbin.caption_decode --model_file ... --beam_size 5 --nbest 5 --feats_scp ... --output_dir ...
+    # the consensus of 16 nucleus samples and the beam caption as text (the beam caption: text_unranked)
+    python -m captionbin.caption_decode --model_file ... --beam_size 3 --rerank 16 --sample_top_p 0.9 \
+        --feats_scp ... --output_dir ...
 """
 
 import logging
@@ -53,7 +61,17 @@ def get_parser():
     parser.add_argument("--sample_top_k", type=int, default=0,
                         help="K > 0: draw each token of the diversity samples among the K most probable "
                              "(top-k sampling); 0: among all")
-    parser.add_argument("--seed", type=int, default=0, help="base seed of the diversity samples")
+    parser.add_argument("--sample_top_p", type=float, default=1.0,
+                        help="P < 1: draw each token of the samples among the smallest set of most probable "
+                             "tokens whose probability reaches P (nucleus sampling); 1: among all")
+    parser.add_argument("--rerank", type=int, default=0,
+                        help="N > 0: write as text the minimum-Bayes-risk choice (highest mean CIDEr-D against "
+                             "the other candidates) among N samples and the beam/greedy caption, and the "
+                             "beam/greedy caption as text_unranked; 0: the beam/greedy caption")
+    parser.add_argument("--rerank_lm_weight", type=float, default=0.0,
+                        help="with --rerank: add this weight times a candidate's length-normalised "
+                             "log-likelihood to its CIDEr-D consensus")
+    parser.add_argument("--seed", type=int, default=0, help="base seed of the samples (diversity and --rerank)")
     parser.add_argument("--ngpu", type=int, default=0)
     parser.add_argument("--num_threads", type=int, default=1,
                         help="torch threads per job (1: one core per job; 0: torch default)")
@@ -68,7 +86,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         parser.error("the following arguments are required: --model_file")
     try:
         check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest,
-                             args.num_diversity_samples, args.sample_temperature, args.sample_top_k)
+                             args.num_diversity_samples, args.sample_temperature, args.sample_top_k,
+                             args.sample_top_p, args.rerank, args.rerank_lm_weight)
     except ValueError as e:
         parser.error(f"--{e}")
     from captionlib.decode.inference import decode_feats_scp
@@ -79,7 +98,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             args.max_len, args.length_penalty, args.ngpu,
             num_diversity_samples=args.num_diversity_samples,
             sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
-            nbest=args.nbest, sample_top_k=args.sample_top_k,
+            nbest=args.nbest, sample_top_k=args.sample_top_k, sample_top_p=args.sample_top_p,
+            rerank=args.rerank, rerank_lm_weight=args.rerank_lm_weight,
         )
     except (ValueError, OSError) as e:  # OSError: a missing model file or feats.scp, an output that cannot be written
         logging.error("%s", e)

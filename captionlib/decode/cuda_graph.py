@@ -156,7 +156,7 @@ def replayable(v) -> bool:
 
 
 def graphed_sample(model, v, max_len: int, greedy: bool, temperature: float, top_k: int,
-                   return_states: bool, greedy_rows: int = 0) -> Optional[SampleOutput]:
+                   return_states: bool, greedy_rows: int = 0, top_p: float = 1.0) -> Optional[SampleOutput]:
     """:func:`~captionlib.decode.search.sample` (same arguments; call it without gradients) by
     replaying a captured CUDA graph of its loop, captured at the first call of a shape.
 
@@ -174,7 +174,8 @@ def graphed_sample(model, v, max_len: int, greedy: bool, temperature: float, top
         return None
     v = padded_frames(v)
     parts = flat_parts(v)
-    settings = (max_len, greedy, temperature, top_k, return_states, greedy_rows)
+    # decode_loop's arguments after the encoding, in order (and part of the graph's key)
+    settings = (max_len, greedy, temperature, top_k, return_states, greedy_rows, top_p)
     key = _key(model, parts, settings)
     entry = _GRAPHS.get(key)
     if entry is None:

@@ -72,8 +72,22 @@ def entropy(logp: torch.Tensor) -> torch.Tensor:
 
 
 
+def top_p_filtered(scores: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """``scores`` (batch, vocab) with -inf outside each row's nucleus (Holtzman et al. 2020,
+    "The Curious Case of Neural Text Degeneration"): the smallest set of most probable tokens
+    of ``softmax(scores / temperature)`` whose probability reaches ``top_p``, i.e. the tokens
+    whose more probable tokens hold less than ``top_p`` (computed in float64; ties ranked by
+    id, as ``argmax``, so the most probable token is always kept and a tiny ``top_p`` keeps
+    the arg-max alone). Without host synchronisation (capturable)."""
+    ranked, order = (scores.double() / temperature).sort(dim=-1, descending=True, stable=True)
+    probs = torch.softmax(ranked, -1)
+    drop = (probs.cumsum(-1) - probs) >= top_p  # the mass of the tokens ranked before reaches top_p
+    return scores.masked_fill(torch.zeros_like(drop).scatter(1, order, drop), float("-inf"))
+
+
+
 def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool, greedy: bool,
-               temperature: float, top_k: int, greedy_rows: int = 0):
+               temperature: float, top_k: int, greedy_rows: int = 0, top_p: float = 1.0):
     """One step of :func:`~captionlib.decode.search.sample` after the decoder: the token of each row and its
     bookkeeping, without host synchronisation (a capturable graph under :func:`~captionlib.decode.search.compiled`).
 
@@ -81,7 +95,7 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         logp: (batch, vocab) the step's log-probabilities.
         finished: (batch,) bool, rows that emitted eos at an earlier step.
         eos: the eos id; last: the step at ``max_len`` (eos is forced).
-        greedy, temperature, top_k, greedy_rows: as :func:`~captionlib.decode.search.sample`'s.
+        greedy, temperature, top_k, greedy_rows, top_p: as :func:`~captionlib.decode.search.sample`'s.
 
     Returns:
         (batch,) each: the drawn token (fed to the decoder), the token of the caption (0 for
@@ -96,6 +110,8 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
         if top_k > 0:  # a k of at least the vocabulary size keeps every token
             kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
+        if top_p < 1.0:  # 1: every token (no filtering at all: the draws of plain sampling)
+            scores = top_p_filtered(scores, temperature, top_p)
         tok = draw_categorical(scores, temperature)
         if greedy_rows:
             tok = torch.cat([logp[:greedy_rows].argmax(-1), tok])
@@ -113,7 +129,8 @@ def _draw_step(logp: torch.Tensor, finished: torch.Tensor, eos: int, last: bool,
 
 
 def _step_and_draw(model: Any, tokens: torch.Tensor, state: Any, finished: torch.Tensor, eos: int, greedy: bool,
-                   temperature: float, top_k: int, greedy_rows: int) -> Tuple[Any, Tuple[torch.Tensor, ...]]:
+                   temperature: float, top_k: int, greedy_rows: int,
+                   top_p: float = 1.0) -> Tuple[Any, Tuple[torch.Tensor, ...]]:
     """One step of :func:`~captionlib.decode.search.sample` after its first: ``model.step`` on the
     previous ``tokens`` (rows,), then :func:`_draw_step` (not the last step) from its
     log-probabilities. Returns (the new state, the draw's six tensors). Compiled as one function
@@ -121,12 +138,12 @@ def _step_and_draw(model: Any, tokens: torch.Tensor, state: Any, finished: torch
     an H100 each compiled call cost 200-330 us of host time, more than the GPU's work of a step
     (bench/README.md, "Speed")."""
     logp, state = model.step(tokens, state)
-    return state, _draw_step(logp, finished, eos, False, greedy, temperature, top_k, greedy_rows)
+    return state, _draw_step(logp, finished, eos, False, greedy, temperature, top_k, greedy_rows, top_p)
 
 
 
 def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, temperature: float, top_k: int,
-                return_states: bool, greedy_rows: int, sync_every: int,
+                return_states: bool, greedy_rows: int, top_p: float = 1.0, *, sync_every: int,
                 step_and_draw: Callable = _step_and_draw) -> SampleOutput:
     """The steps of :func:`~captionlib.decode.search.sample` (same arguments): until a check that every row has finished
     (a device-to-host copy every ``sync_every`` steps) finds them all finished, else all
@@ -147,11 +164,11 @@ def decode_loop(model: Any, v: torch.Tensor, max_len: int, greedy: bool, tempera
         with eval_rows(keep):
             if 0 < t < max_len - 1:
                 state, drawn = step_and_draw(model, tok, state, finished, model.eos_id, greedy, temperature, top_k,
-                                             keep)
+                                             keep, top_p)
             else:  # the first draw and the last step (forced eos) run eagerly: no graph of their own
                 if t > 0:
                     logp, state = model.step(tok, state)
-                drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k, keep)
+                drawn = _draw_step(logp, finished, model.eos_id, last, greedy, temperature, top_k, keep, top_p)
         if return_states:
             hids.append(model.decoder.step_hidden(state))
         tok, out, lp, ent, alive, finished = drawn

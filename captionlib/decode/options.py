@@ -30,6 +30,8 @@ _RANGES = {
     "num_diversity_samples": (">= 0", "0: no samples"),
     "sample_temperature": ("> 0", "1: the model's distribution"),
     "sample_top_k": (">= 0", "0: all tokens"),
+    "sample_top_p": ("(0, 1]", "1: all tokens"),
+    "rerank": (">= 0", "0: no re-ranking"),
 }
 
 
@@ -42,12 +44,16 @@ def check_decode_options(
     num_diversity_samples: Optional[int] = None,
     sample_temperature: Optional[float] = None,
     sample_top_k: Optional[int] = None,
+    sample_top_p: Optional[float] = None,
+    rerank: Optional[int] = None,
+    rerank_lm_weight: Optional[float] = None,
 ) -> None:
     """Check decoding options; ``None`` means not given (not checked).
 
-    Allowed: ``beam_size`` and ``batch_size`` integers >= 1, ``max_len`` >= 2; ``nbest`` and
-    ``num_diversity_samples`` integers >= 0; ``length_penalty`` any finite number;
-    ``sample_temperature`` a finite number > 0; ``sample_top_k`` an integer >= 0.
+    Allowed: ``beam_size`` and ``batch_size`` integers >= 1, ``max_len`` >= 2; ``nbest``,
+    ``num_diversity_samples`` and ``rerank`` integers >= 0; ``length_penalty`` and
+    ``rerank_lm_weight`` any finite number; ``sample_temperature`` a finite number > 0;
+    ``sample_top_k`` an integer >= 0; ``sample_top_p`` in (0, 1].
 
     Raises:
         ValueError: the first option that is no number, or out of range, e.g. ``beam_size must
@@ -55,13 +61,16 @@ def check_decode_options(
     """
     given = dict(beam_size=beam_size, batch_size=batch_size, max_len=max_len, nbest=nbest,
                  num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature,
-                 sample_top_k=sample_top_k)
-    for key, value in {**given, "length_penalty": length_penalty}.items():
+                 sample_top_k=sample_top_k, sample_top_p=sample_top_p, rerank=rerank)
+    free = {"length_penalty": length_penalty, "rerank_lm_weight": rerank_lm_weight}  # any finite number
+    for key, value in {**given, **free}.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise ValueError(f"{key} must be a number, got {value!r}")  # e.g. from a tampered packed config
     for key, value in given.items():
         valid, meaning = _RANGES[key]
         if value is not None and not (math.isfinite(value) and in_range(value, valid)):
-            raise ValueError(f"{key} must be {valid} ({meaning}), got {value}")
-    if length_penalty is not None and not math.isfinite(length_penalty):
-        raise ValueError(f"length_penalty must be a finite number, got {length_penalty}")
+            shown = f"in {valid}" if valid[0] in "[(" else valid
+            raise ValueError(f"{key} must be {shown} ({meaning}), got {value}")
+    for key, value in free.items():
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{key} must be a finite number, got {value}")

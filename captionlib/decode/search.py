@@ -119,6 +119,7 @@ def sample(
     sync_every: Optional[int] = None,
     compile_mode: Optional[str] = None,
     greedy_rows: int = 0,
+    top_p: float = 1.0,
 ) -> SampleOutput:
     """Draw one caption per row of ``v`` (multinomial, or arg-max when ``greedy``).
 
@@ -129,6 +130,10 @@ def sample(
         greedy: take the arg-max instead of sampling.
         temperature: divides the logits before sampling (1.0 = the model's distribution).
         top_k: sample among the k most probable tokens only (0 = all).
+        top_p: nucleus sampling (Holtzman et al. 2020): sample among the smallest set of most
+            probable tokens whose probability (at ``temperature``, after ``top_k``) reaches
+            ``top_p`` (:func:`~captionlib.decode.loop.top_p_filtered`); 1 = all tokens, the
+            very draws of plain sampling; a tiny value gives the arg-max. In (0, 1].
         return_states: also return the decoder's hidden vector before each token,
             (batch, length, hidden), as used by critics and learned baselines.
         sync_every: test whether every row has finished (a device-to-host copy) only every
@@ -167,12 +172,12 @@ def sample(
         raise ValueError(f"greedy_rows must be in 0..{v.size(0)} (the rows), got {greedy_rows}")
     compile_mode = getattr(model, "decode_compile", "none") if compile_mode is None else compile_mode
     if compile_mode == "cuda-graph":  # None from graphed_sample (CPU, gradients, ...): the loop below
-        out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows)
+        out = graphed_sample(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows, top_p)
         if out is not None:
             return out
     with compile_settings(compile_mode):
-        out = decode_loop(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows, sync_every,
-                          compiled(_step_and_draw, compile_mode))
+        out = decode_loop(model, v, max_len, greedy, temperature, top_k, return_states, greedy_rows, top_p,
+                          sync_every=sync_every, step_and_draw=compiled(_step_and_draw, compile_mode))
     # columns where some row was alive are a prefix: cut the padding steps after it
     return out if sync_every == 1 else trimmed(out)
 

@@ -29,6 +29,7 @@ RL_OBJECTIVES: Dict[str, Union[str, type]] = {
     "ac": "captionlib.rl.actor_critic:ActorCritic",
     "mc_pg": "captionlib.rl.mc_pg:MonteCarloPG",
     "multitask": "captionlib.rl.multitask:MultiTask",
+    "ppo": "captionlib.rl.ppo:PPO",
     "grpo": "captionlib.rl.grpo:GRPO",
     "dpo": "captionlib.rl.dpo:DPO",
 }

@@ -8,6 +8,7 @@
 | ``ac`` | actor-critic, value network on prefixes trained by MSE; reward: the ``reward`` spec (A2C with CIDEr-D) or ``rl_conf: {reward_type: embedding}`` (the paper's) | seed 002 |
 | ``mc_pg`` | Monte-Carlo rollouts for Q(s_t, w_t), learned MLP baseline (reward spider in the paper) | seed 003 |
 | ``multitask`` | REINFORCE+ plus attribute prediction (BCE) on the time-pooled CNN features | seed 004 |
+| ``ppo`` | clipped surrogate, ``ppo_epochs`` steps per batch of samples, k3 KL to the frozen XE model | Schulman et al. 2017 |
 | ``grpo`` | ``num_samples`` per clip, group-normalised advantages, k3 KL to the frozen XE model | Shao et al. 2024 |
 | ``dpo`` | online DPO: best vs worst of the samples, against the frozen XE model | Rafailov et al. 2023 |
 """  # noqa: E501 -- rows of a Markdown table cannot be wrapped

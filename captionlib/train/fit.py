@@ -182,7 +182,8 @@ def fit(
     loader = epoch_loader(train_set, collate, opts)
     scheduler = None
     if opts.scheduler != "none":
-        total = math.ceil(len(loader(1)) / opts.accum_grad) * opts.max_epoch
+        updates = getattr(objective, "updates_per_batch", 1)  # PPO: several optimizer steps per batch
+        total = math.ceil(len(loader(1)) / opts.accum_grad) * opts.max_epoch * updates
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(opts, total))
         logging.info("%s schedule over %d optimizer steps (warm-up %d)", opts.scheduler, total, opts.warmup_steps)
     info = dict(model_file_info)

@@ -98,6 +98,8 @@ class Trainer:
             draws on every rank and is run inside
             :func:`captionlib.utils.distributed.row_sharded_randomness`; any other draws
             from its rank's own stream (:func:`~captionlib.utils.distributed.rank_random_stream`).
+            An objective with an ``updates_per_batch`` attribute N is called N times on each
+            batch, one optimizer step each (PPO's epochs over one batch of samples).
         train_loader: a fresh iterable of batches per epoch (re-seeded per epoch).
         validate: ``validate(model) -> {metric: value}`` run in eval mode under no_grad.
         opts: the training options (:class:`captionlib.train.options.TrainOptions`); the
@@ -127,7 +129,7 @@ class Trainer:
 
     Raises:
         ValueError: ``max_epoch`` or ``accum_grad`` below 1 (nothing would be trained, and
-            no model written), or an unknown ``amp``.
+            no model written), ``accum_grad`` > 1 with ``updates_per_batch`` > 1, or an unknown ``amp``.
     """
 
     def __init__(
@@ -150,6 +152,12 @@ class Trainer:
         for key in ("max_epoch", "accum_grad"):
             if getattr(opts, key) < 1:
                 raise ValueError(f"{key} must be >= 1, got {getattr(opts, key)}")
+        #: optimizer steps per batch: the objective's ``updates_per_batch`` (PPO's epochs over one
+        #: batch of samples), else 1
+        self.updates_per_batch = int(getattr(objective, "updates_per_batch", 1))
+        if self.updates_per_batch > 1 and opts.accum_grad > 1:
+            raise ValueError(f"accum_grad {opts.accum_grad} with an objective of {self.updates_per_batch} updates per "
+                             "batch: each of its updates is one batch's, give accum_grad 1")
         amp = opts.amp
         if amp not in AMP_MODES:
             raise ValueError(f"amp must be one of {', '.join(AMP_MODES)}, got {amp!r}")
@@ -397,19 +405,21 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         pending = 0
         for batch in loader:
-            try:
-                stats = self._backward(batch)
-            except FloatingPointError as e:
-                raise FloatingPointError(f"epoch {epoch} step {n + 1}: {e}") from None
-            n, pending = n + 1, pending + 1
-            if pending == self.accum_grad or n == known:
-                stats.update(self._update(pending))
-                pending = 0
-            for k, v in stats.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-                counts[k] = counts.get(k, 0) + 1
-                if writer is not None:
-                    writer.add_scalar(f"train/{k}", float(v), global_step + n)
+            n += 1
+            for inner in range(self.updates_per_batch):  # several: PPO's epochs over one batch of samples
+                try:
+                    stats = self._backward(batch)
+                except FloatingPointError as e:
+                    raise FloatingPointError(f"epoch {epoch} step {n}: {e}") from None
+                pending += 1
+                if pending == self.accum_grad or (n == known and inner == self.updates_per_batch - 1):
+                    stats.update(self._update(pending))
+                    pending = 0
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                    counts[k] = counts.get(k, 0) + 1
+                    if writer is not None:
+                        writer.add_scalar(f"train/{k}", float(v), global_step + n)
             if n % self.log_interval == 0 or n == steps_per_epoch:
                 rate = n / max(time.time() - t0, 1e-9)
                 total = steps_per_epoch or n

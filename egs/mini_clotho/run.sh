@@ -2,7 +2,7 @@
 # CI / demo recipe: the whole pipeline on 4 real 2-s Clotho clips with tiny debug configs
 # (conf/train_xe.yaml, conf/train_scst.yaml -> conf/tuning/*_debug.yaml; conf/decode.yaml -> decode_debug.yaml).
 # Trains seed 000's CRNN-W (Word2Vec-initialised XE), then the six RL objectives of the seeds from it (scst,
-# reinforce_plus, sle, ac, mc_pg, multitask; --rl_algo "grpo dpo" adds the newer ones), and decodes each model and a word-level ensemble of
+# reinforce_plus, sle, ac, mc_pg, multitask; --rl_algo "ppo grpo dpo" adds the newer ones), and decodes each model and a word-level ensemble of
 # all seven (CRNN-E style, --ensemble_models all) with 5 sampled captions per clip for the
 # diversity columns (Div-1, Div-2, mBLEU-4) of RESULTS.md; stage 10 packs each trained model
 # (exp/xe_train_xe_logmel_word_w2v/packed/, exp/xe_train_xe_logmel_word_w2v/<algo>_train_<algo>/packed/).

@@ -155,6 +155,45 @@ def test_top_k_samples(setup):
     assert any(len(set(s)) > 1 for s in samples.values())  # untrained model: the samples differ
 
 
+def test_top_p_samples(setup):
+    """--sample_top_p 1 draws the samples of plain sampling; a tiny P the greedy caption."""
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    common = ["--model_file", a, "--feats_scp", scp, "--max_len", "8", "--num_diversity_samples", "4"]
+    main(common + ["--output_dir", str(tmp / "all")])
+    main(common + ["--output_dir", str(tmp / "p1"), "--sample_top_p", "1"])
+    assert (tmp / "p1" / "text_samples").read_text() == (tmp / "all" / "text_samples").read_text()
+    main(common + ["--output_dir", str(tmp / "tiny"), "--sample_top_p", "1e-6", "--sample_temperature", "2"])
+    greedy = dict(line.split(" ", 1) if " " in line else (line, "") for line in _lines(tmp / "tiny" / "text"))
+    assert {c: set(s) for c, s in read_samples(tmp / "tiny" / "text_samples").items()} == {
+        c: {cap} for c, cap in greedy.items()}
+
+
+@pytest.mark.parametrize("extra", [[], ["--rerank_lm_weight", "0.5", "--beam_size", "2"]])
+def test_rerank_writes_one_candidate_per_clip(setup, extra):
+    """--rerank 4: text holds one of each clip's candidates (its 4 samples, those of
+    --num_diversity_samples 4, or the beam/greedy caption), text_unranked the text of --rerank 0."""
+    tmp, scp = setup
+    a = _model_file(tmp / "a.pth", 0)
+    common = ["--model_file", a, "--feats_scp", scp, "--max_len", "8", "--num_diversity_samples", "4", *extra]
+    main(common + ["--output_dir", str(tmp / "plain")])
+    main(common + ["--output_dir", str(tmp / "rr"), "--rerank", "4"])
+    assert not (tmp / "plain" / "text_unranked").exists()
+    assert (tmp / "rr" / "text_unranked").read_text() == (tmp / "plain" / "text").read_text()
+    assert (tmp / "rr" / "text_samples").read_text() == (tmp / "plain" / "text_samples").read_text()
+
+    def table(path):
+        return dict(line.split(" ", 1) if " " in line else (line, "") for line in _lines(path))
+
+    text, unranked = table(tmp / "rr" / "text"), table(tmp / "rr" / "text_unranked")
+    samples = read_samples(tmp / "rr" / "text_samples")
+    assert list(text) == CLIPS
+    assert all(text[c] in {unranked[c], *samples[c]} for c in CLIPS)
+    # the candidates do not depend on the batching, nor the choice (document frequencies of every clip)
+    main(common + ["--output_dir", str(tmp / "rr1"), "--rerank", "4", "--batch_size", "1"])
+    assert (tmp / "rr1" / "text").read_text() == (tmp / "rr" / "text").read_text()
+
+
 @pytest.mark.parametrize("opt, value, message", [
     ("--beam_size", "0", "--beam_size must be >= 1 (1: greedy search), got 0"),
     ("--beam_size", "-3", "--beam_size must be >= 1 (1: greedy search), got -3"),
@@ -164,6 +203,9 @@ def test_top_k_samples(setup):
     ("--num_diversity_samples", "-1", "--num_diversity_samples must be >= 0"),
     ("--sample_temperature", "0", "--sample_temperature must be > 0"),
     ("--sample_top_k", "-1", "--sample_top_k must be >= 0 (0: all tokens), got -1"),
+    ("--sample_top_p", "0", "--sample_top_p must be in (0, 1] (1: all tokens), got 0"),
+    ("--sample_top_p", "1.5", "--sample_top_p must be in (0, 1]"),
+    ("--rerank", "-1", "--rerank must be >= 0 (0: no re-ranking), got -1"),
     ("--length_penalty", "nan", "argument --length_penalty: expected a finite number, got 'nan'"),
 ])
 def test_decoding_options_out_of_range_are_refused_before_loading(tmp_path, capsys, opt, value, message):
