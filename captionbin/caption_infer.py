@@ -67,6 +67,17 @@ def get_parser():
     parser.add_argument("--max_len", type=int, default=None, help="max tokens, eos included (default: packed)")
     parser.add_argument("--length_penalty", type=float, default=None, help="beam: score / length**p (default: packed)")
     parser.add_argument("--batch_size", type=int, default=None, help="files per batch (default: packed)")
+    parser.add_argument("--rerank", type=int, default=None,
+                        help="N > 0: the minimum-Bayes-risk caption (consensus CIDEr-D) among the beam/greedy one and "
+                             "N samples per file (default: packed; 0: off)")
+    parser.add_argument("--rerank_lm_weight", type=float, default=None,
+                        help="--rerank: weight of a candidate's length-normalised log-likelihood (default: packed)")
+    parser.add_argument("--sample_temperature", type=float, default=None, help="--rerank samples' temperature "
+                                                                                "(default: packed)")
+    parser.add_argument("--sample_top_k", type=int, default=None, help="--rerank samples: top-k (0: off; default: "
+                                                                        "packed)")
+    parser.add_argument("--sample_top_p", type=float, default=None, help="--rerank samples: nucleus p (1: off; "
+                                                                          "default: packed)")
     parser.add_argument("--nbest", type=int, default=0,
                         help="N > 0: also write the N best hypotheses of a beam of width max(beam_size, N) "
                              "with their scores (sum of log-probs, what the beam ranks by)")
@@ -97,7 +108,9 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         if getattr(args, opt) < 0:
             parser.error(f"--{opt} must be >= 0, got {getattr(args, opt)}")
     try:
-        check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest)
+        check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest,
+                             sample_temperature=args.sample_temperature, sample_top_k=args.sample_top_k,
+                             sample_top_p=args.sample_top_p, rerank=args.rerank, rerank_lm_weight=args.rerank_lm_weight)
     except ValueError as e:
         parser.error(f"--{e}")
     import torch
@@ -116,8 +129,9 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     try:
         captioner = PretrainedCaptioner.from_pretrained(
             args.model, ngpu=args.ngpu, cnn_weights=args.cnn_weights, max_bytes=args.max_model_bytes,
-            beam_size=args.beam_size,
-            max_len=args.max_len, length_penalty=args.length_penalty, batch_size=args.batch_size,
+            beam_size=args.beam_size, max_len=args.max_len, length_penalty=args.length_penalty,
+            batch_size=args.batch_size, rerank=args.rerank, rerank_lm_weight=args.rerank_lm_weight,
+            sample_temperature=args.sample_temperature, sample_top_k=args.sample_top_k, sample_top_p=args.sample_top_p,
         )
     except (ValueError, FileNotFoundError, RuntimeError) as e:  # RuntimeError: --ngpu without a GPU, no torchvision
         logging.error("%s", e)

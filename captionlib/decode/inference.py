@@ -49,7 +49,7 @@ import logging
 import time
 import zlib
 from pathlib import Path
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -228,12 +228,10 @@ def _decode_clips(
             sample_lines += [f"{sample_id(clip, k + 1)} {tokenizer.ids2text(ids)}"
                              for clip, toks in zip(clips, samples) for k, ids in enumerate(toks.tolist())]
         if rerank > 0:
-            drawn = samples if rerank == num_diversity_samples else _clip_samples(
-                model, v, clips, rerank, max_len, sampling, seed)
-            candidates += [[cap] + [tokenizer.ids2text(ids) for ids in toks.tolist()]
-                           for cap, toks in zip(caps, drawn)]
-            if rerank_lm_weight:
-                lm_scores += _candidate_logprobs(model, v, tokens, drawn)
+            cands, lms = rerank_candidates(model, tokenizer, v, tokens, caps, clips, rerank, max_len, sampling, seed,
+                                           rerank_lm_weight, samples if rerank == num_diversity_samples else None)
+            candidates += cands
+            lm_scores += lms
         done = i + len(clips)
         logging.info("decoded %d/%d clips (%.1f clips/s)", done, len(keys), done / (time.time() - t0))
     if rerank <= 0 or not keys:
@@ -272,6 +270,31 @@ def _clip_samples(
             rows = v[j : j + 1].expand(n, -1).contiguous()
             out.append(sample(model, rows, max_len=max_len, temperature=temperature, top_k=top_k, top_p=top_p).tokens)
     return out
+
+
+def rerank_candidates(
+    model, tokenizer: Tokenizer, v: torch.Tensor, tokens: torch.Tensor, captions: Sequence[str], clips: Sequence[str],
+    n: int, max_len: int, sampling: Tuple[float, int, float], seed: int, lm_weight: float,
+    drawn: Optional[List[torch.Tensor]] = None,
+) -> Tuple[List[List[str]], List[List[float]]]:
+    """The re-ranking candidates of a batch of clips (``--rerank n``): per clip its beam/greedy
+    caption (``captions``, ids ``tokens`` (batch, length)) then ``n`` samples drawn under the
+    clip's own seed (``drawn``: already drawn ones, as ``text_samples``), and with ``lm_weight``
+    their length-normalised log-likelihoods; to :func:`~captionlib.decode.rerank.mbr_select`
+    once every clip has its candidates (its document frequencies span the clips).
+
+    Args:
+        model, tokenizer: the decoder and its tokens; v: (batch, ...) the clips' encodings.
+        clips: ids seeding each clip's samples (a clip id, a file path).
+        sampling: (temperature, top_k, top_p) of the samples.
+
+    Returns:
+        (per clip its candidate captions, per clip their log-likelihoods or ``[]`` without
+        ``lm_weight``).
+    """
+    drawn = drawn if drawn is not None else _clip_samples(model, v, clips, n, max_len, sampling, seed)
+    candidates = [[cap] + [tokenizer.ids2text(ids) for ids in toks.tolist()] for cap, toks in zip(captions, drawn)]
+    return candidates, (_candidate_logprobs(model, v, tokens, drawn) if lm_weight else [])
 
 
 def _candidate_logprobs(model, v: torch.Tensor, tokens: torch.Tensor, drawn: Sequence[torch.Tensor]

@@ -60,7 +60,9 @@ CIDER_DF = "cider_df.npz"
 LEGACY_CIDER_DF = "cider_df.pkl"  # the pickle of older versions
 DECODE_CONFIG = "decode_config.yaml"
 # Decoding options of a packed model, with caption_decode's defaults.
-DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0}
+DECODE_DEFAULTS: Dict[str, Any] = {"beam_size": 1, "batch_size": 32, "max_len": 30, "length_penalty": 0.0,
+                                   "rerank": 0, "rerank_lm_weight": 0.0, "sample_temperature": 1.0,
+                                   "sample_top_k": 0, "sample_top_p": 1.0}
 CNN_MEMBER = "cnn.pt2"  # the torch.export backbone of a feature config with cnn: exported
 ENCODER_MEMBER = "encoder.pth"  # the frozen audio encoder of a feature config with feats_type: pretrained
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive (npz, torch files, packed models)

@@ -95,7 +95,9 @@ class PretrainedCaptioner:
             ngpu: 0 = CPU, 1 = the first CUDA device (for the captioner; a CNN runs on the CPU).
             cnn_weights: the weights file of a torchvision CNN (default: looked for).
             decode_options: overrides of the packed decoding options (``beam_size``,
-                ``batch_size``, ``max_len``, ``length_penalty``); ``None`` values are ignored.
+                ``batch_size``, ``max_len``, ``length_penalty``; ``rerank``, ``rerank_lm_weight`` and
+                the sampling of its candidates, ``sample_temperature``, ``sample_top_k``,
+                ``sample_top_p``: see :meth:`caption_files`); ``None`` values are ignored.
 
         Raises:
             FileNotFoundError: no such file; the weights of a torchvision CNN not found.
@@ -151,6 +153,11 @@ class PretrainedCaptioner:
                 logged) instead of raising.
             progress: show a tqdm progress bar (files).
 
+        With ``decode_config['rerank']`` N > 0, each file's caption is the minimum-Bayes-risk
+        choice among its beam/greedy caption and N samples (seeded by the file's path), by
+        consensus CIDEr-D over all the files captioned together, as ``caption_decode --rerank``
+        (:func:`captionlib.decode.rerank.mbr_select`).
+
         Returns:
             One :class:`CaptionResult` per file, in the order of ``files``.
 
@@ -162,10 +169,14 @@ class PretrainedCaptioner:
         from tqdm import tqdm
 
         from captionlib.data.datasets import pad_feats
-        from captionlib.decode.inference import caption_batch
+        from captionlib.decode.inference import caption_batch, rerank_candidates
+        from captionlib.decode.rerank import mbr_select
 
         check_decode_options(nbest=nbest)
         conf = self.decode_config
+        rerank = int(conf["rerank"])
+        sampling = (float(conf["sample_temperature"]), int(conf["sample_top_k"]), float(conf["sample_top_p"]))
+        candidates, lm_scores = {}, {}  # with rerank: per file index, its candidates and their log-likelihoods
         results = [CaptionResult(file=os.fspath(f)) for f in files]
         pool = max(1, int(conf["batch_size"])) * POOL_BATCHES
         with tqdm(total=len(results), unit="file", disable=not progress) as bar:
@@ -185,15 +196,27 @@ class PretrainedCaptioner:
                     idx = order[b: b + int(conf["batch_size"])]
                     x, lens = pad_feats([feats[i] for i in idx])
                     with torch.no_grad():
-                        _, caps, nb = caption_batch(
+                        v, caps, nb, tokens = caption_batch(
                             self.model, self.tokenizer, x.to(self.device), lens.to(self.device),
                             int(conf["beam_size"]), int(conf["max_len"]), float(conf["length_penalty"]),
-                            nbest, nbest_scores=True,
+                            nbest, nbest_scores=True, return_tokens=True,
                         )
+                        if rerank:
+                            cands, lms = rerank_candidates(
+                                self.model, self.tokenizer, v, tokens, caps, [results[i].file for i in idx], rerank,
+                                int(conf["max_len"]), sampling, 0, float(conf["rerank_lm_weight"]))
+                            for k, i in enumerate(idx):
+                                candidates[i], lm_scores[i] = cands[k], lms[k] if lms else []
                     for k, i in enumerate(idx):
                         results[i].caption = caps[k]
                         results[i].nbest = nb[k] if nbest else []
                     bar.update(len(idx))
+        if candidates:  # re-ranked: the consensus choice among each file's candidates, over all the files
+            order = sorted(candidates)
+            chosen, _ = mbr_select([candidates[i] for i in order], [lm_scores[i] for i in order] or None,
+                                   float(conf["rerank_lm_weight"]))
+            for i, k in zip(order, chosen):
+                results[i].caption = candidates[i][k]
         return results
 
     def caption(self, files: Sequence[PathLike]) -> List[str]:

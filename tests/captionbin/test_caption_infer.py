@@ -297,3 +297,22 @@ def test_exported_backbone_travels_in_the_archive(tmp_path):
     for path, ref in zip(IMAGES[:2], dumped):
         np.testing.assert_allclose(captioner.features(path), ref, rtol=0, atol=1e-5)
     assert len(captioner.caption(IMAGES[:2])) == 2
+
+
+def test_rerank_gives_one_caption_per_file_and_is_off_by_default(setup, tmp_path, capsys):
+    """--rerank N: each file's caption is the consensus choice among its greedy caption and N
+    samples (seeded by the file), over the files captioned together; 0 (packed default): greedy."""
+    _, packed, _, files = setup
+    outs = {}
+    for name, extra in [("plain", []), ("ranked", ["--rerank", "4"]),
+                        ("again", ["--rerank", "4", "--sample_top_p", "0.9", "--rerank_lm_weight", "0.5"])]:
+        main(["--model", str(packed), "--output", str(tmp_path / f"{name}.tsv"), *extra, *files])
+        outs[name] = _tsv(tmp_path / f"{name}.tsv")[1]
+    assert [r[1] for r in outs["plain"]] == PretrainedCaptioner.from_pretrained(packed).caption(files)
+    for name in ("ranked", "again"):
+        assert [r[0] for r in outs[name]] == files and all(r[1].strip() for r in outs[name]), outs[name]
+    ranked = PretrainedCaptioner.from_pretrained(packed, rerank=4).caption(files)
+    assert [r[1] for r in outs["ranked"]] == ranked  # seeded by the files: the same choice again
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(packed), "--rerank", "-1", *files])
+    assert e.value.code == 2 and "rerank must be >= 0" in capsys.readouterr().err

@@ -30,10 +30,11 @@ def test_get_parser_and_usage():
 def test_pack_with_decode_args(tmp_path):
     recipe = make_recipe(tmp_path / "r")
     out = tmp_path / "out" / "packed.zip"
-    main(pack_args(recipe, out, "--decode_args=--beam_size 4 --length_penalty 0.5"))
+    main(pack_args(recipe, out, "--decode_args=--beam_size 4 --length_penalty 0.5 --rerank 3"))
     manifest, members = read_packed(out)
     assert yaml.safe_load(members["decode_config.yaml"]) == {
-        "beam_size": 4, "batch_size": 2, "max_len": 8, "length_penalty": 0.5}
+        "beam_size": 4, "batch_size": 2, "max_len": 8, "length_penalty": 0.5, "rerank": 3, "rerank_lm_weight": 0.0,
+        "sample_temperature": 1.0, "sample_top_k": 0, "sample_top_p": 1.0}
     assert manifest["model_file"] == recipe["model_file"]
     assert members["config.yaml"] == open(recipe["train_config"], "rb").read()
     assert not list(out.parent.glob("*.tmp"))  # written atomically

@@ -52,7 +52,8 @@ def test_archive_stands_alone_and_manifest_has_the_fields(packed, tmp_path):
     assert {f["name"] for f in manifest["files"]} == MEMBERS - {"manifest.json"}
     assert all(f["bytes"] == len(members[f["name"]]) for f in manifest["files"])
     assert tokens[0] == "<blank>" and tokens[-1] == "<sos/eos>"
-    assert decode == {"beam_size": 2, "batch_size": 2, "max_len": 8, "length_penalty": 0.0}
+    assert decode == {"beam_size": 2, "batch_size": 2, "max_len": 8, "length_penalty": 0.0, "rerank": 0,
+                      "rerank_lm_weight": 0.0, "sample_temperature": 1.0, "sample_top_k": 0, "sample_top_p": 1.0}
     assert {k: feats[k] for k in FEATS_CONFIG} == FEATS_CONFIG and "dtype" in feats and "wav_scp" not in feats
     c = PretrainedCaptioner.from_pretrained(copy, beam_size=3)
     assert c.decode_config["beam_size"] == 3 and c.decode_config["max_len"] == 8
