@@ -35,7 +35,7 @@ import sys
 from typing import Optional, Sequence
 
 from captionlib.decode.options import check_decode_options
-from captionlib.utils.cli import get_base_parser, parse_args
+from captionlib.utils.cli import get_base_parser, parse_args, str_or_none
 
 
 def get_parser():
@@ -71,6 +71,11 @@ def get_parser():
     parser.add_argument("--rerank_lm_weight", type=float, default=0.0,
                         help="with --rerank: add this weight times a candidate's length-normalised "
                              "log-likelihood to its CIDEr-D consensus")
+    parser.add_argument("--rerank_fluency_weight", type=float, default=0.0,
+                        help="with --rerank: subtract this from the score of a candidate flagged as disfluent "
+                             "(by --fluency_model, else by the rule checks)")
+    parser.add_argument("--fluency_model", type=str_or_none, default=None,
+                        help="--rerank_fluency_weight: the fluency error detector (caption_train_fluency)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the samples (diversity and --rerank)")
     parser.add_argument("--ngpu", type=int, default=0)
     parser.add_argument("--num_threads", type=int, default=1,
@@ -87,7 +92,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     try:
         check_decode_options(args.beam_size, args.batch_size, args.max_len, args.length_penalty, args.nbest,
                              args.num_diversity_samples, args.sample_temperature, args.sample_top_k,
-                             args.sample_top_p, args.rerank, args.rerank_lm_weight)
+                             args.sample_top_p, args.rerank, args.rerank_lm_weight, args.rerank_fluency_weight)
     except ValueError as e:
         parser.error(f"--{e}")
     from captionlib.decode.inference import decode_feats_scp
@@ -100,6 +105,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
             sample_temperature=args.sample_temperature, seed=args.seed, num_threads=args.num_threads,
             nbest=args.nbest, sample_top_k=args.sample_top_k, sample_top_p=args.sample_top_p,
             rerank=args.rerank, rerank_lm_weight=args.rerank_lm_weight,
+            rerank_fluency_weight=args.rerank_fluency_weight, fluency_model=args.fluency_model,
         )
     except (ValueError, OSError) as e:  # OSError: a missing model file or feats.scp, an output that cannot be written
         logging.error("%s", e)

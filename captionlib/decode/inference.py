@@ -45,6 +45,7 @@ is then 0, every CIDEr-D 0, and the choice falls to the log-likelihood term, els
 candidate.
 """
 
+import itertools
 import logging
 import time
 import zlib
@@ -112,20 +113,11 @@ def decode_feats_scp(
     model_file: Union[str, Sequence[str]],
     feats_scp: str,
     output_dir: str,
-    beam_size: int = 1,
-    batch_size: int = 32,
-    max_len: int = 30,
-    length_penalty: float = 0.0,
-    ngpu: int = 0,
-    num_diversity_samples: int = 0,
-    sample_temperature: float = 1.0,
-    seed: int = 0,
-    num_threads: int = 1,
-    nbest: int = 0,
-    sample_top_k: int = 0,
-    sample_top_p: float = 1.0,
-    rerank: int = 0,
-    rerank_lm_weight: float = 0.0,
+    beam_size: int = 1, batch_size: int = 32, max_len: int = 30, length_penalty: float = 0.0, ngpu: int = 0,
+    num_diversity_samples: int = 0, sample_temperature: float = 1.0, seed: int = 0, num_threads: int = 1,
+    nbest: int = 0, sample_top_k: int = 0, sample_top_p: float = 1.0,
+    rerank: int = 0, rerank_lm_weight: float = 0.0, rerank_fluency_weight: float = 0.0,
+    fluency_model: Optional[str] = None,
 ) -> Path:
     """Write ``<output_dir>/text`` with one caption per clip of ``feats_scp``.
 
@@ -137,9 +129,8 @@ def decode_feats_scp(
         beam_size: 1 = greedy, else batched beam search.
         batch_size: clips decoded together; max_len: maximum tokens (eos included).
         length_penalty: beam search ranks by ``score / length ** length_penalty``.
-        ngpu: 0 = CPU.
-        num_diversity_samples: N > 0 also writes ``text_samples`` with N multinomial
-            samples per clip (see module docstring); 0 writes none.
+        ngpu: 0 = CPU. num_diversity_samples: N > 0 also writes ``text_samples`` with N
+            multinomial samples per clip (see module docstring); 0 writes none.
         sample_temperature: temperature of those samples (1.0 = the model's distribution).
         sample_top_k: K > 0 draws each token of those samples among the K most probable ones
             only (top-k sampling, Fan et al. 2018); 0 draws among all tokens.
@@ -148,29 +139,28 @@ def decode_feats_scp(
         rerank: N > 0 writes as ``text`` the minimum-Bayes-risk choice (consensus CIDEr-D) among N
             samples and the beam/greedy caption, that caption as ``text_unranked`` (module docstring).
         rerank_lm_weight: weight of a candidate's length-normalised log-likelihood in its re-ranking
-            score (0: CIDEr-D consensus alone).
+            score (0: CIDEr-D consensus alone); rerank_fluency_weight: subtracted from the score of
+            a candidate the fluency detector of ``fluency_model`` (else the rule checks) flags.
         seed: base seed of the samples.
         nbest: N > 0 also writes ``text_nbest`` with the N best beam hypotheses per clip
             (see module docstring); 0 writes none.
-        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB
-            arrays; several jobs with several threads each on few cores make the small
-            step-wise decoding ops many times slower); 0: torch's default.
+        num_threads: torch intra-op threads (1: one core per job, Kaldi's habit for JOB arrays, as
+            several threads per job on few cores slow the step-wise ops many times); 0: torch's.
 
     Returns:
         Path of the written text file (``<clip-id> <caption>``, sorted).
 
     Raises:
-        ValueError: ``output_dir/text`` cannot be written (checked first), files whose token
-            lists differ (ensemble), a decoding option out of
-            range (see :func:`~captionlib.decode.options.check_decode_options`), or
-            features the model cannot take (wrong dimension, NaN/Inf, unreadable; the clip is
-            named).
+        ValueError: ``output_dir/text`` cannot be written (checked first), files whose token lists
+            differ (ensemble), a decoding option out of range (:func:`~captionlib.decode.options.
+            check_decode_options`), or features the model cannot take (the clip is named).
     """
     from captionlib.io.feats import FeatReader
     from captionlib.models.captioner import model_feats_dim
 
     check_decode_options(beam_size, batch_size, max_len, length_penalty, nbest, num_diversity_samples,
-                         sample_temperature, sample_top_k, sample_top_p, rerank, rerank_lm_weight)
+                         sample_temperature, sample_top_k, sample_top_p, rerank, rerank_lm_weight,
+                         rerank_fluency_weight)
     check_writable(Path(output_dir) / "text")  # before the decoding, not after it
     if num_threads > 0:
         torch.set_num_threads(num_threads)
@@ -180,6 +170,7 @@ def decode_feats_scp(
     lines, sample_lines, nbest_lines, unranked_lines = _decode_clips(
         model, tokenizer, reader, device, batch_size, beam_size, max_len, length_penalty, nbest,
         num_diversity_samples, (sample_temperature, sample_top_k, sample_top_p), seed, rerank, rerank_lm_weight,
+        rerank_fluency_weight, fluency_model,
     )
     outputs = {"text": lines, "text_unranked": unranked_lines if rerank > 0 else None,
                "text_samples": sample_lines if num_diversity_samples > 0 else None,
@@ -193,7 +184,8 @@ def decode_feats_scp(
 def _decode_clips(
     model, tokenizer: Tokenizer, reader, device: torch.device, batch_size: int, beam_size: int, max_len: int,
     length_penalty: float, nbest: int, num_diversity_samples: int, sampling: Tuple[float, int, float], seed: int,
-    rerank: int = 0, rerank_lm_weight: float = 0.0,
+    rerank: int = 0, rerank_lm_weight: float = 0.0, rerank_fluency_weight: float = 0.0,
+    fluency_model: Optional[str] = None,
 ) -> Tuple[List[str], List[str], List[str], List[str]]:
     """Decode every clip of ``reader`` (a :class:`~captionlib.io.feats.FeatReader`) in batches
     of ``batch_size`` (other arguments as :func:`decode_feats_scp`; ``sampling`` is
@@ -236,7 +228,15 @@ def _decode_clips(
         logging.info("decoded %d/%d clips (%.1f clips/s)", done, len(keys), done / (time.time() - t0))
     if rerank <= 0 or not keys:
         return lines, sample_lines, nbest_lines, []
-    chosen, _ = mbr_select(candidates, lm_scores or None, rerank_lm_weight)
+    flags = None
+    if rerank_fluency_weight:  # the fluency detector of fluency_model, else the rule checks
+        from captionlib.metrics.fluency import FluencyDetector, fluency_flags
+
+        flat = fluency_flags([c.split() for cands in candidates for c in cands],
+                             FluencyDetector.load(fluency_model) if fluency_model else None)
+        ends = list(itertools.accumulate(len(cands) for cands in candidates))
+        flags = [flat[e - len(cands):e] for e, cands in zip(ends, candidates)]
+    chosen, _ = mbr_select(candidates, lm_scores or None, rerank_lm_weight, flags, rerank_fluency_weight)
     logging.info("re-ranked %d candidates per clip: %d of %d clips changed caption", rerank + 1,
                  sum(k > 0 and cands[k] != cands[0] for k, cands in zip(chosen, candidates)), len(keys))
     ranked = [f"{c} {cands[k]}" for c, cands, k in zip(keys, candidates, chosen)]

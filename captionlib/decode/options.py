@@ -32,6 +32,7 @@ _RANGES = {
     "sample_top_k": (">= 0", "0: all tokens"),
     "sample_top_p": ("(0, 1]", "1: all tokens"),
     "rerank": (">= 0", "0: no re-ranking"),
+    "rerank_fluency_weight": (">= 0", "0: fluency not counted"),
 }
 
 
@@ -47,13 +48,15 @@ def check_decode_options(
     sample_top_p: Optional[float] = None,
     rerank: Optional[int] = None,
     rerank_lm_weight: Optional[float] = None,
+    rerank_fluency_weight: Optional[float] = None,
 ) -> None:
     """Check decoding options; ``None`` means not given (not checked).
 
     Allowed: ``beam_size`` and ``batch_size`` integers >= 1, ``max_len`` >= 2; ``nbest``,
     ``num_diversity_samples`` and ``rerank`` integers >= 0; ``length_penalty`` and
-    ``rerank_lm_weight`` any finite number; ``sample_temperature`` a finite number > 0;
-    ``sample_top_k`` an integer >= 0; ``sample_top_p`` in (0, 1].
+    ``rerank_lm_weight`` any finite number; ``rerank_fluency_weight`` a finite number >= 0;
+    ``sample_temperature`` a finite number > 0; ``sample_top_k`` an integer >= 0;
+    ``sample_top_p`` in (0, 1].
 
     Raises:
         ValueError: the first option that is no number, or out of range, e.g. ``beam_size must
@@ -61,7 +64,8 @@ def check_decode_options(
     """
     given = dict(beam_size=beam_size, batch_size=batch_size, max_len=max_len, nbest=nbest,
                  num_diversity_samples=num_diversity_samples, sample_temperature=sample_temperature,
-                 sample_top_k=sample_top_k, sample_top_p=sample_top_p, rerank=rerank)
+                 sample_top_k=sample_top_k, sample_top_p=sample_top_p, rerank=rerank,
+                 rerank_fluency_weight=rerank_fluency_weight)
     free = {"length_penalty": length_penalty, "rerank_lm_weight": rerank_lm_weight}  # any finite number
     for key, value in {**given, **free}.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):

@@ -4,7 +4,8 @@ consensus CIDEr-D among a clip's candidates, optionally with the decoder's log-l
 Kumar & Byrne, "Minimum Bayes-Risk Decoding for Statistical Machine Translation", NAACL 2004:
 the candidate with the highest expected similarity to the others, here their mean CIDEr-D, is
 the consensus choice; the DCASE 2023 task 6 winner and EnCLAP++ (DCASE 2024) re-rank sampled
-captions this way. :func:`captionlib.decode.inference.decode_feats_scp` draws the candidates.
+captions this way, EnCLAP++ with a fluency filter, which the fluency penalty here follows.
+:func:`captionlib.decode.inference.decode_feats_scp` draws the candidates.
 """
 
 from typing import Any, List, Optional, Sequence, Tuple
@@ -55,7 +56,8 @@ def consensus_cider_d(candidate_sets: Sequence[Sequence[Sequence[str]]], n: int 
 
 
 def mbr_select(candidate_sets: Sequence[Sequence[str]], lm_scores: Optional[Sequence[Sequence[float]]] = None,
-               lm_weight: float = 0.0) -> Tuple[List[int], List[np.ndarray]]:
+               lm_weight: float = 0.0, flags: Optional[Sequence[Sequence[bool]]] = None,
+               fluency_weight: float = 0.0) -> Tuple[List[int], List[np.ndarray]]:
     """The MBR choice among each clip's candidate captions (see the module docstring).
 
     Args:
@@ -63,6 +65,11 @@ def mbr_select(candidate_sets: Sequence[Sequence[str]], lm_scores: Optional[Sequ
         lm_scores: per clip, each candidate's length-normalised log-likelihood
             (:func:`sequence_logprobs`); read only when ``lm_weight`` is non-zero.
         lm_weight: weight of ``lm_scores`` added to the mean CIDEr-D.
+        flags: per clip, whether each candidate is disfluent
+            (:func:`captionlib.metrics.fluency.fluency_flags`); read only when ``fluency_weight``
+            is non-zero.
+        fluency_weight: subtracted from the score of a flagged candidate (EnCLAP++'s fluency
+            filter, as a penalty: a large weight filters).
 
     Returns:
         per clip the index of the chosen candidate (ties: the first, so the first candidate
@@ -73,6 +80,10 @@ def mbr_select(candidate_sets: Sequence[Sequence[str]], lm_scores: Optional[Sequ
         if lm_scores is None:
             raise ValueError("lm_weight without lm_scores")
         scores = [s + lm_weight * np.asarray(lm, dtype=np.float64) for s, lm in zip(scores, lm_scores)]
+    if fluency_weight:
+        if flags is None:
+            raise ValueError("fluency_weight without flags")
+        scores = [s - fluency_weight * np.asarray(f, dtype=np.float64) for s, f in zip(scores, flags)]
     return [int(np.argmax(s)) for s in scores], scores
 
 

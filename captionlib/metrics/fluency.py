@@ -286,3 +286,14 @@ class FluencyDetector:
         net.load_state_dict(obj["state_dict"])
         return cls(obj["vocab"], net, threshold=obj["threshold"], max_words=obj["max_words"], meta=obj["meta"],
                    counts=BigramCounts.from_state(len(obj["vocab"]), obj["bigrams"]))
+
+
+def fluency_flags(captions: Sequence[Sequence[str]], detector: Optional[FluencyDetector] = None) -> np.ndarray:
+    """``(N,)`` bools: the captions (word lists) ``detector`` flags as disfluent, or, without one,
+    those a rule check flags (:func:`captionlib.metrics.fluency_rules.rule_flags`). The one place
+    the RL reward's penalty and the re-ranking of ``caption_decode`` take their flags from."""
+    from captionlib.metrics.fluency_rules import rule_flags
+
+    if detector is not None:
+        return np.asarray(detector.flag(captions)[0], dtype=bool)
+    return rule_flags(captions).any(axis=1)

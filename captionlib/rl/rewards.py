@@ -201,9 +201,8 @@ class Reward:
         return out
 
     def fluency_flags(self, candidates: Sequence[Sequence[str]]) -> np.ndarray:
-        """``(num_candidates,)`` bools: the detector's flags, or the rule checks' without one."""
-        from captionlib.metrics.fluency_rules import rule_flags
+        """``(num_candidates,)`` bools: the detector's flags, or the rule checks' without one
+        (:func:`captionlib.metrics.fluency.fluency_flags`)."""
+        from captionlib.metrics.fluency import fluency_flags
 
-        if self.detector is not None:
-            return np.asarray(self.detector.flag(candidates)[0], dtype=bool)
-        return rule_flags(candidates).any(axis=1)
+        return fluency_flags(candidates, self.detector)

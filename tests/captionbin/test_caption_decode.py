@@ -169,7 +169,8 @@ def test_top_p_samples(setup):
         c: {cap} for c, cap in greedy.items()}
 
 
-@pytest.mark.parametrize("extra", [[], ["--rerank_lm_weight", "0.5", "--beam_size", "2"]])
+@pytest.mark.parametrize("extra", [[], ["--rerank_lm_weight", "0.5", "--beam_size", "2"],
+                                   ["--rerank_fluency_weight", "10"]])
 def test_rerank_writes_one_candidate_per_clip(setup, extra):
     """--rerank 4: text holds one of each clip's candidates (its 4 samples, those of
     --num_diversity_samples 4, or the beam/greedy caption), text_unranked the text of --rerank 0."""

@@ -12,6 +12,7 @@ from captionlib.decode.loop import draw_categorical, top_p_filtered
 from captionlib.decode.options import check_decode_options
 from captionlib.decode.rerank import consensus_cider_d, mbr_select, sequence_logprobs
 from captionlib.decode.search import greedy_search, sample
+from captionlib.metrics.fluency import fluency_flags
 from captionlib.models.captioner import Captioner
 
 
@@ -91,6 +92,14 @@ def test_mbr_picks_the_consensus_candidate():
     lm = [[-1.0, -0.2, -3.0, -2.0], [-1.0, -1.0]]
     assert mbr_select([clip, other], lm, lm_weight=100.0)[0] == [1, 0]
     assert mbr_select([clip, other], lm, lm_weight=0.0)[0] == [2, 0]  # weight 0: the lm scores are ignored
+    # the fluency penalty: the consensus choice flagged as disfluent gives way to the next best
+    flags = fluency_flags([c.split() for c in clip + other])
+    assert not flags.any()
+    flagged = [[False, False, True, False], [False, False]]
+    best_unflagged = int(np.argmax(np.where(flagged[0], -np.inf, scores[0])))
+    assert mbr_select([clip, other], flags=flagged, fluency_weight=100.0)[0] == [best_unflagged, 0]
+    assert mbr_select([clip, other], flags=flagged, fluency_weight=0.0)[0] == [2, 0]
+    assert fluency_flags([["a", "dog", "barks", "and", "a"]]).tolist() == [True]  # an unfinished ending
     # one clip is one document: every idf 0, every score 0, the first candidate kept
     chosen, scores = mbr_select([clip])
     assert chosen == [0] and not scores[0].any()
