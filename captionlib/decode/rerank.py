@@ -73,7 +73,8 @@ def mbr_select(candidate_sets: Sequence[Sequence[str]], lm_scores: Optional[Sequ
 
     Returns:
         per clip the index of the chosen candidate (ties: the first, so the first candidate
-        wins when all score alike), and per clip the scores it was chosen by.
+        wins when all score alike; an empty candidate only when all are empty), and per clip
+        the scores it was chosen by (-inf for an empty candidate beside non-empty ones).
     """
     scores = consensus_cider_d([[c.split() for c in cands] for cands in candidate_sets])
     if lm_weight:
@@ -84,6 +85,9 @@ def mbr_select(candidate_sets: Sequence[Sequence[str]], lm_scores: Optional[Sequ
         if flags is None:
             raise ValueError("fluency_weight without flags")
         scores = [s - fluency_weight * np.asarray(f, dtype=np.float64) for s, f in zip(scores, flags)]
+    # an empty caption (a sample that ended at once) is never chosen over a non-empty one
+    scores = [np.where([not c.split() for c in cands], -np.inf, s) if any(c.split() for c in cands) else s
+              for s, cands in zip(scores, candidate_sets)]
     return [int(np.argmax(s)) for s in scores], scores
 
 

@@ -218,8 +218,8 @@ def test_caption_sh_rejects_bad_usage(tmp_path):
                                   "python -m captionbin.caption_rl_train: error: "
                                   "rl_conf (rl_algo mc_pg): unknown key 'sample_logprobs'") in out, out
     assert "Stage 6:" not in out, out
-    # an old flat key of an RL config names where it goes now
-    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "sle", "--rl_args",
+    # an old flat key of an RL config names where it goes now (checked before any algorithm trains)
+    r = _run(["./run.sh", "--stage", "6", "--stop_stage", "6", "--rl_algo", "sle reinforce_plus", "--rl_args",
               "--num_samples 3"], cwd=d)
     out = r.stdout + r.stderr
     assert r.returncode == 2 and "--num_samples moved into --rl_conf: give it as --rl_conf num_samples=3" in out, out

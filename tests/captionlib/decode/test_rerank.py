@@ -100,6 +100,8 @@ def test_mbr_picks_the_consensus_candidate():
     assert mbr_select([clip, other], flags=flagged, fluency_weight=100.0)[0] == [best_unflagged, 0]
     assert mbr_select([clip, other], flags=flagged, fluency_weight=0.0)[0] == [2, 0]
     assert fluency_flags([["a", "dog", "barks", "and", "a"]]).tolist() == [True]  # an unfinished ending
+    # an empty candidate (a sample that ended at once) is never chosen over a non-empty one
+    assert mbr_select([["", "a dog barks", "a dog barks"], ["", "rain"]])[0] == [1, 1]
     # one clip is one document: every idf 0, every score 0, the first candidate kept
     chosen, scores = mbr_select([clip])
     assert chosen == [0] and not scores[0].any()
