@@ -17,7 +17,7 @@ only its order: DPO learns from which caption is better, not by how much.
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -111,11 +111,8 @@ class DPO(SampledObjective):
                    opts.max_len, opts.temperature, conf.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
-        clips, feats, lens = self.inputs(model, batch)
         n = self.num_samples
-        words, out = self.draw(model, model.encode(feats, lens).repeat_interleave(n, 0))
-        keys: List[str] = [c for c in clips for _ in range(n)]
-        r = self.rewards(keys, words, feats.device).view(len(clips), n)
+        clips, feats, lens, out, r = self.scored_samples(model, batch, n)
         chosen, rejected, paired = preference_pairs(r, self.margin)
         seq = (out.logprobs * out.mask).sum(1).view(len(clips), n)
         ref = (self.reference.logprobs(feats, lens, out, self.max_len, n) * out.mask).sum(1).view(len(clips), n)

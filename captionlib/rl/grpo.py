@@ -32,7 +32,7 @@ With ``scale_rewards: false``, ``length_normalise: false`` and ``beta: 0`` the l
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 
@@ -135,11 +135,8 @@ class GRPO(SampledObjective):
                    conf.length_normalise, opts.max_len, opts.temperature, conf.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
-        clips, feats, lens = self.inputs(model, batch)
         n = self.num_samples
-        words, out = self.draw(model, model.encode(feats, lens).repeat_interleave(n, 0))
-        keys: List[str] = [c for c in clips for _ in range(n)]
-        r = self.rewards(keys, words, feats.device).view(len(clips), n)
+        clips, feats, lens, out, r = self.scored_samples(model, batch, n)
         adv = group_advantages(r, self.scale_rewards).reshape(-1)
         ref = self.reference.logprobs(feats, lens, out, self.max_len, n)
         loss, kl = grpo_loss(out.logprobs, ref, out.mask, adv, self.beta, self.length_normalise)

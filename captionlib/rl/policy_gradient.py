@@ -330,6 +330,19 @@ class SampledObjective(nn.Module):
         words = self.words(out.tokens)  # before the teacher-forced pass is queued (see draw)
         return words[:k], words[k:], teacher_forced_logprobs(model, vs, samples, self.max_len)
 
+    def scored_samples(self, model, batch, n: int) -> Tuple[List[str], torch.Tensor, torch.Tensor, SampleOutput,
+                                                            torch.Tensor]:
+        """:meth:`draw`'s ``n`` samples per clip of a ``collate_clips`` batch, scored by the reward.
+
+        Returns:
+            (clip ids, feats (batch, frames, n_mels), lens (batch,), the samples' output
+            (batch * n rows, clip-major), their rewards (batch, n)).
+        """
+        clips, feats, lens = self.inputs(model, batch)
+        words, out = self.draw(model, model.encode(feats, lens).repeat_interleave(n, 0))
+        keys = [c for c in clips for _ in range(n)]
+        return clips, feats, lens, out, self.rewards(keys, words, feats.device).view(len(clips), n)
+
     def rewards(self, keys: Sequence[str], candidates: Sequence[Sequence[str]], device) -> torch.Tensor:
         """Rewards (num_candidates,) as a float tensor on ``device`` (one scoring call)."""
         return torch.as_tensor(self.reward(keys, candidates)["reward"], dtype=torch.float32, device=device)
