@@ -46,17 +46,7 @@ import bench_train  # noqa: E402
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(bench_train.SHARED), help="the shared data dir (clotho_subset, "
-                   "clotho_captions_v2.1)")
-    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N)")
-    p.add_argument("--num_threads", type=int, default=2, help="torch intra-op threads")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per path (after two warm-ups)")
-    p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--min_s", type=float, default=15.0, help="shortest clip (s)")
-    p.add_argument("--max_s", type=float, default=30.0, help="longest clip (s)")
-    p.add_argument("--warm_up_steps", type=int, default=100,
-                   help="decoder-only steps on the real captions first (realistic caption lengths)")
-    p.add_argument("--seed", type=int, default=0)
+    bench_train.setup_arguments(p, 2, 5, "timed repetitions per path (after two warm-ups)")
     p.add_argument("--decode_compile", choices=COMPILE_MODES, nargs="+", default=["none"],
                    help="also split the SCST update with its sampling compiled so (one or more modes)")
     p.add_argument("--profile", help="write torch.profiler tables of SCST updates here")
@@ -163,10 +153,8 @@ def table(times, total_name: str) -> list:
 def main(argv=None) -> None:
     """Time the phases and print the tables."""
     args = get_parser().parse_args(argv)
-    bench_train.use_device(args)
-    s = bench_train.Setup(args)
+    s = bench_train.warmed_setup(args)
     model = s.model
-    bench_train.warm_up_decoder(s, args.warm_up_steps, args.seed)
     batch = s.batch("random")
     opt = torch.optim.Adam(model.parameters(), lr=1e-6)
     model.train()

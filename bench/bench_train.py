@@ -83,20 +83,26 @@ CLOTHO_DEV_CLIPS, CLOTHO_VALID_CLIPS, CAPTIONS_PER_CLIP = 3839, 1045, 5
 EPOCHS_XE, EPOCHS_RL = 25, 25
 
 
-def get_parser() -> argparse.ArgumentParser:
-    """The benchmark's options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def setup_arguments(p: argparse.ArgumentParser, num_threads: int, reps: int, reps_help: str) -> None:
+    """Add the options of :class:`Setup` and :func:`use_device` (data, sizes, device, threads,
+    repetitions) to ``p``: the ones every benchmark on this setup shares."""
     p.add_argument("--data", default=str(SHARED), help="the shared data dir (clotho_subset, clotho_captions_v2.1)")
-    p.add_argument("--num_threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
-    p.add_argument("--reps", type=int, default=3, help="timed repetitions per measurement (after a warm-up)")
+    p.add_argument("--num_threads", type=int, default=num_threads, help="torch intra-op threads")
+    p.add_argument("--reps", type=int, default=reps, help=reps_help)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--min_s", type=float, default=15.0, help="shortest clip (s)")
     p.add_argument("--max_s", type=float, default=30.0, help="longest clip (s)")
-    p.add_argument("--skip_dump", action="store_true", help="leave out the feature-dump comparison")
     p.add_argument("--warm_up_steps", type=int, default=100,
                    help="decoder-only steps on the real captions before measuring (realistic caption lengths)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="torch device of the model and batches (cpu, cuda, cuda:N)")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    """The benchmark's options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    setup_arguments(p, os.cpu_count(), 3, "timed repetitions per measurement (after a warm-up)")
+    p.add_argument("--skip_dump", action="store_true", help="leave out the feature-dump comparison")
     p.add_argument("--decode_compile", default="none", choices=COMPILE_MODES,
                    help="also time the SCST and REINFORCE+ updates with their sampling compiled so (the training "
                         "option --decode_compile; reduce-overhead: CUDA graphs on a GPU)")
@@ -258,6 +264,15 @@ def rl_update(objective, model, opt, clips, feats, lens):
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
+
+
+def warmed_setup(args) -> "Setup":
+    """:func:`use_device`, then the :class:`Setup` of ``args`` with its decoder warmed up
+    (:func:`warm_up_decoder`, ``--warm_up_steps``): what every update benchmark starts from."""
+    use_device(args)
+    setup = Setup(args)
+    warm_up_decoder(setup, args.warm_up_steps, args.seed)
+    return setup
 
 
 def warm_up_decoder(setup, steps: int, seed: int) -> float:

@@ -71,9 +71,10 @@ def get_parser():
     parser.add_argument("--rerank_lm_weight", type=float, default=0.0,
                         help="with --rerank: add this weight times a candidate's length-normalised "
                              "log-likelihood to its CIDEr-D consensus")
-    parser.add_argument("--rerank_fluency_weight", type=float, default=0.0,
+    parser.add_argument("--rerank_fluency_weight", type=float, default=0.5,
                         help="with --rerank: subtract this from the score of a candidate flagged as disfluent "
-                             "(by --fluency_model, else by the rule checks)")
+                             "(by --fluency_model, else by the rule checks); 0.5 was the best of those tried on "
+                             "the egs/soundscapes validation clips (its README, Re-ranking)")
     parser.add_argument("--fluency_model", type=str_or_none, default=None,
                         help="--rerank_fluency_weight: the fluency error detector (caption_train_fluency)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the samples (diversity and --rerank)")

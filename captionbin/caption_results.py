@@ -34,7 +34,9 @@ def get_parser():
                         help="the command that made the experiments, written under the title")
     parser.add_argument("--compare", action="append", default=[],
                         help="<baseline>=<model>: also compare two models of the table (seed-group names) by the "
-                             "paired bootstrap, seed by seed (repeatable; a pair without runs is logged and left out)")
+                             "paired bootstrap, seed by seed, in the same decode, or in the decodes named by "
+                             "<name>@<decode> (the decode column) on either side (repeatable; a pair without runs is "
+                             "logged and left out)")
     return parser
 
 

@@ -7,7 +7,9 @@ captions and their synthetic errors (FENSE, Zhou et al., ICASSP 2022: add_tail, 
 repeat_adv, remove_conj, remove_verb; :mod:`captionlib.metrics.fluency_corrupt`), sets its
 threshold on held-out training captions, then measures it on the ``--heldout`` captions: the
 fraction of their clean forms it flags and, for each error class, the fraction of their damaged
-forms it flags (recall), next to the same rates of the rules. Writes the model (``--output``,
+forms it flags (recall), next to the same rates of the rules; with ``--judgements``, the same
+rates on the captions a person judged (recall on the damaged ones judged disfluent, flags on the
+clean ones judged fluent). Writes the model (``--output``,
 default ``exp/fluency/detector.pth``), ``metrics.json`` (that measurement, the options, the
 training time) and ``metrics.md`` (the table) beside it.
 
@@ -42,6 +44,10 @@ def get_parser():
                         help="(required) training caption files: Clotho *.csv and/or Kaldi text files")
     parser.add_argument("--heldout", nargs="*", default=[], help="held-out caption files measured after training "
                         "(e.g. clotho_captions_validation.csv); none: no measurement")
+    parser.add_argument("--judgements", type=str_or_none, default=None,
+                        help="a person's fluent/disfluent judgements of --heldout captions, clean and damaged "
+                        "(docs/fluency_judgements.tsv): also measure on the judged-disfluent damaged ones and the "
+                        "judged-fluent clean ones")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="model file; metrics.json and metrics.md beside it")
     parser.add_argument("--max_captions", type=int, default=None,
                         help="train on the first N captions only (quick runs, tests)")
@@ -80,8 +86,11 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     from captionlib.metrics.fluency_train import (
         FluencyTrainOptions,
         evaluate_detector,
+        evaluate_judged,
         format_evaluation,
+        format_judged,
         read_caption_file,
+        read_judgements,
         train_detector,
     )
     from captionlib.utils.fileio import atomic_write_text, check_writable
@@ -93,6 +102,9 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     opts.class_weights = tuple(opts.class_weights)
     try:
         check_writable(args.output)
+        judgements = read_judgements(args.judgements) if args.judgements else None
+        if judgements is not None and not any(h.endswith(".csv") for h in args.heldout):
+            raise ValueError("--judgements needs the Clotho captions CSV of the judged clips in --heldout")
         captions = [c for path in args.captions for c in read_caption_file(path)]
         heldout = [c for path in args.heldout for c in read_caption_file(path)]
         if args.max_captions is not None:
@@ -101,8 +113,11 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         detector = train_detector(captions, opts)
         train_s = time.time() - t0
         ev = evaluate_detector(detector, heldout, seed=args.seed) if heldout else None
+        judged = None if judgements is None else evaluate_judged(
+            detector, judgements, [h for h in args.heldout if h.endswith(".csv")], seed=args.seed)
         detector.meta.update({"train_seconds": round(train_s, 1), "captions": list(args.captions),
-                              "heldout": list(args.heldout), "heldout_measurement": ev})
+                              "heldout": list(args.heldout), "heldout_measurement": ev,
+                              "judgements": args.judgements, "judged_measurement": judged})
         detector.save(args.output)
         out_dir = os.path.dirname(os.path.abspath(args.output))
         metrics = {"threshold": detector.threshold, "train_seconds": round(train_s, 1),
@@ -111,6 +126,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         logging.info("wrote %s (threshold %.4f) after %.0f s of training", args.output, detector.threshold, train_s)
         if ev is not None:
             table = format_evaluation(ev)
+            if judged is not None:
+                table += f"\n\nJudged ({args.judgements}):\n\n{format_judged(judged)}"
             atomic_write_text(os.path.join(out_dir, "metrics.md"), f"Held out: {' '.join(args.heldout)}\n\n{table}\n")
             for line in table.splitlines():
                 logging.info("%s", line)

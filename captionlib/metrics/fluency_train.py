@@ -13,6 +13,9 @@ of clean captions are flagged (kept within [0.05, 0.999]).
 captions for ``caption_train_fluency``): the false-positive rate on them, and for each error class
 the recall on one copy of each caption damaged with that class alone (where the class applies),
 for the detector and for the rules of :func:`captionlib.metrics.fluency_rules.fluency_rules`.
+:func:`evaluate_judged` measures it on the part of those that a person judged disfluent
+(:func:`read_judgements`, ``docs/fluency_judgements.tsv``): a removed word often leaves a fluent
+caption ("people talking in a room" -> "people in a room"), which no detector should flag.
 """
 
 import dataclasses
@@ -290,6 +293,97 @@ def evaluate_detector(detector: Optional[FluencyDetector], captions: Sequence[st
         rate = {k: float(np.mean(flagger(v))) if v else float("nan") for k, v in sets.items()}
         out[name] = {"clean_fpr": rate["clean"], "recall": {k: rate[k] for k in ERROR_CLASSES}}
     return out
+
+
+JUDGEMENTS_HEADER = ("file_name", "caption", "form", "judgement")
+JUDGED_FORMS = ("clean",) + ERROR_CLASSES
+
+
+def read_judgements(path: str) -> List[Tuple[str, int, str, bool]]:
+    """Read a judgements file: tab-separated, a header starting ``file_name caption form judgement``
+    (more columns allowed), one row per judged caption: its Clotho clip, its number (1-5), the form
+    judged (``clean`` or one of :data:`ERROR_CLASSES`, applied alone as :func:`evaluate_detector`
+    applies it) and ``fluent`` or ``disfluent``.
+
+    Returns:
+        ``(file_name, caption number, form, judged fluent)`` per row.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: a malformed row, naming file and line.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such judgements file")
+    out: List[Tuple[str, int, str, bool]] = []
+    with open(path, encoding="utf-8") as fh:
+        for num, line in enumerate(fh, 1):
+            cells = line.rstrip("\n").split("\t")
+            if num == 1:
+                if tuple(cells[:4]) != JUDGEMENTS_HEADER:
+                    raise ValueError(f"{path}:1: the header must start with {' '.join(JUDGEMENTS_HEADER)} (tabs)")
+                continue
+            if not line.strip():
+                continue
+            if len(cells) < 4 or not cells[1].isdigit() or not 1 <= int(cells[1]) <= 5 or \
+                    cells[2] not in JUDGED_FORMS or cells[3] not in ("fluent", "disfluent"):
+                raise ValueError(f"{path}:{num}: need <file_name> <caption 1-5> <form: {'|'.join(JUDGED_FORMS)}> "
+                                 f"<fluent|disfluent>, got {line.strip()!r}")
+            out.append((cells[0], int(cells[1]), cells[2], cells[3] == "fluent"))
+    return out
+
+
+def evaluate_judged(detector: Optional[FluencyDetector], judgements: Sequence[Tuple[str, int, str, bool]],
+                    clotho_csvs: Sequence[str], seed: int = 0) -> Dict[str, Any]:
+    """Recall on the damaged captions judged disfluent, and false positives on the clean ones judged fluent.
+
+    Args:
+        detector: the detector (``None``: the rules alone).
+        judgements: rows of :func:`read_judgements`.
+        clotho_csvs: the Clotho captions CSVs that hold the judged clips.
+        seed: seeds the corruptions that draw (as in :func:`evaluate_detector`).
+
+    Returns:
+        ``{form: {"judged": n, "fluent": n judged fluent, "detector": rate, "rules": rate}}`` for each
+        form judged; the rate is the fraction flagged of the judged-disfluent captions of a damaged
+        form (the recall that a detector can reach), of the judged-fluent ones for ``clean``.
+
+    Raises:
+        ValueError: a judged clip missing from ``clotho_csvs``, or a form that does not apply to its caption.
+    """
+    captions: Dict[str, List[str]] = {}
+    for path in clotho_csvs:
+        for _, cells in read_csv_rows(path, CLOTHO_HEADER, what="Clotho captions CSV"):
+            captions[cells[0]] = cells[1:]
+    rng = np.random.default_rng(seed)
+    texts: Dict[str, List[Tuple[List[str], bool]]] = {}
+    for name, num, form, fluent in judgements:
+        if name not in captions:
+            raise ValueError(f"judged clip {name} is in none of {', '.join(clotho_csvs)}")
+        toks = tag_caption(captions[name][num - 1])
+        damaged = toks if form == "clean" else corrupt_tokens(toks, form, rng)
+        if damaged is None:
+            raise ValueError(f"judged clip {name} caption {num}: {form} does not apply to it")
+        texts.setdefault(form, []).append(([w for w, _ in damaged], fluent))
+    flaggers = {"rules": lambda caps: rule_flags(caps).any(axis=1)}
+    if detector is not None:
+        flaggers["detector"] = lambda caps: detector.flag(caps)[0]
+    out: Dict[str, Any] = {}
+    for form in (f for f in JUDGED_FORMS if f in texts):
+        rows = texts[form]
+        keep = [words for words, fluent in rows if fluent == (form == "clean")]
+        out[form] = {"judged": len(rows), "fluent": sum(f for _, f in rows)}
+        for name, flagger in flaggers.items():
+            out[form][name] = float(np.mean(flagger(keep))) if keep else float("nan")
+    return out
+
+
+def format_judged(ev: Dict[str, Any]) -> str:
+    """The table of :func:`evaluate_judged` as Markdown."""
+    lines = ["| form | judged | judged fluent | measured on | detector | rules |", "|---|---:|---:|---|---:|---:|"]
+    for form, r in ev.items():
+        what = "the fluent ones (flagged)" if form == "clean" else "the disfluent ones (recall)"
+        det = f"{100 * r['detector']:.1f}%" if "detector" in r else "-"
+        lines.append(f"| {form} | {r['judged']} | {r['fluent']} | {what} | {det} | {100 * r['rules']:.1f}% |")
+    return "\n".join(lines)
 
 
 def format_evaluation(ev: Dict[str, Any]) -> str:

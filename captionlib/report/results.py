@@ -462,7 +462,10 @@ def collect_significance(
 
 def parse_compare(spec: str) -> Tuple[str, str]:
     """``"<baseline>=<model>"`` (seed-group names of the table, e.g.
-    ``xe_a_logmel_word=xe_b_logmel_word/scst_train_scst``) as a pair.
+    ``xe_a_logmel_word=xe_b_logmel_word/scst_train_scst``) as a pair. Either name may end in
+    ``@<decode>``, as the table's decode column names it (e.g. ``xe_a_logmel_word@decode_rerank``): that
+    side's runs of that decode only, so that two decodings (re-ranked against greedy) or a
+    decoding of one model against another model's can be compared.
 
     Raises:
         ValueError: not two non-empty names around one ``=``.
@@ -499,14 +502,18 @@ def collect_comparisons(
     for base_name, other_name in pairs:
         # a "<name> (no seed)" of the table: the run of that name without a seed token
         unseeded = base_name.endswith(NO_SEED) or other_name.endswith(NO_SEED)
-        base, other = (n[:-len(NO_SEED)] if n.endswith(NO_SEED) else n for n in (base_name, other_name))
+        # "<name>@<decode dir>": that side's decode only (else the same decode on both sides)
+        (base, base_tag), (other, other_tag) = (
+            (n.partition("@")[0], n.partition("@")[2] or None) for n in (base_name, other_name))
+        base, other = (n[:-len(NO_SEED)] if n.endswith(NO_SEED) else n for n in (base, other))
         # a plain name beside seeded runs of it is their seed group, as in the table
         seeded = any(key[0] == other and key[1] is not None for key in runs)
         groups: Dict[tuple, SignificanceRow] = {}
         for (group, run_seed, tag, test_set), r in sorted(runs.items(),
                                                           key=lambda kv: (kv[0][2], kv[0][3], kv[0][1] or 0)):
-            b = runs.get((base, run_seed, tag, test_set))
+            b = runs.get((base, run_seed, base_tag or tag, test_set))
             if (group != other or b is None or None in (r.score_json, b.score_json)
+                    or other_tag not in (None, tag)
                     or (run_seed is not None if unseeded else run_seed is None and seeded)):
                 continue
             files = [x.score_json.with_name("per_clip.json") for x in (b, r)]

@@ -24,14 +24,14 @@ import torch.nn.functional as F
 
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.policy_gradient import RL_CONF, LogprobsConf, SampledObjective
-from captionlib.rl.reference import ReferencePolicy
+from captionlib.rl.reference import ReferenceConf, ReferencePolicy
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.options import option
 
 
 @dataclass
-class DPOConf(LogprobsConf):
+class DPOConf(LogprobsConf, ReferenceConf):
     """The ``rl_conf`` keys of online DPO (``--rl_algo dpo``, Rafailov et al. 2023)."""
 
     num_samples: int = option(4, "k, captions sampled per clip; its best and worst form the pair", RL_CONF,
@@ -107,10 +107,12 @@ class DPO(SampledObjective):
         """Online DPO from :class:`captionlib.rl.options.RLOptions` (``max_len``, ``temperature``)
         and its ``rl_conf`` block ``conf`` (:class:`DPOConf`); the reference is a frozen copy of
         ``model`` as given (the XE model of ``init_param``)."""
-        return cls(reward, tokenizer, ReferencePolicy(model), conf.num_samples, conf.beta, conf.margin,
+        reference = ReferencePolicy(model, conf.disable_dropout)
+        return cls(reward, tokenizer, reference, conf.num_samples, conf.beta, conf.margin,
                    opts.max_len, opts.temperature, conf.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        self.reference.policy_mode(model)
         n = self.num_samples
         clips, feats, lens, out, r = self.scored_samples(model, batch, n)
         chosen, rejected, paired = preference_pairs(r, self.margin)

@@ -38,7 +38,7 @@ import torch
 
 from captionlib.rl.options import DEFAULTS
 from captionlib.rl.policy_gradient import RL_CONF, LogprobsConf, SampledObjective
-from captionlib.rl.reference import ReferencePolicy, k3_kl
+from captionlib.rl.reference import ReferenceConf, ReferencePolicy, k3_kl
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.options import option
@@ -48,7 +48,7 @@ STD_EPS = 1e-4
 
 
 @dataclass
-class GRPOConf(LogprobsConf):
+class GRPOConf(LogprobsConf, ReferenceConf):
     """The ``rl_conf`` keys of GRPO (``--rl_algo grpo``, Shao et al. 2024)."""
 
     num_samples: int = option(5, "G, captions sampled per clip (the group)", RL_CONF, valid=">= 2")
@@ -131,10 +131,12 @@ class GRPO(SampledObjective):
         """GRPO from :class:`captionlib.rl.options.RLOptions` (``max_len``, ``temperature``) and its
         ``rl_conf`` block ``conf`` (:class:`GRPOConf`); the reference is a frozen copy of ``model``
         as given (the XE model of ``init_param``)."""
-        return cls(reward, tokenizer, ReferencePolicy(model), conf.num_samples, conf.beta, conf.scale_rewards,
+        reference = ReferencePolicy(model, conf.disable_dropout)
+        return cls(reward, tokenizer, reference, conf.num_samples, conf.beta, conf.scale_rewards,
                    conf.length_normalise, opts.max_len, opts.temperature, conf.sample_logprobs)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        self.reference.policy_mode(model)
         n = self.num_samples
         clips, feats, lens, out, r = self.scored_samples(model, batch, n)
         adv = group_advantages(r, self.scale_rewards).reshape(-1)

@@ -41,14 +41,14 @@ from captionlib.rl.policy_gradient import (
     mean_of_others,
     teacher_forced_logprobs,
 )
-from captionlib.rl.reference import ReferencePolicy, k3_kl
+from captionlib.rl.reference import ReferenceConf, ReferencePolicy, k3_kl
 from captionlib.rl.rewards import Reward
 from captionlib.text.tokenizer import Tokenizer
 from captionlib.train.options import option
 
 
 @dataclass
-class PPOConf(SampledConf, SamplesConf):
+class PPOConf(SampledConf, SamplesConf, ReferenceConf):
     """The ``rl_conf`` keys of PPO (``--rl_algo ppo``, Schulman et al. 2017); ``sample_logprobs``
     is not read (a rollout is always drawn without gradients, then recomputed)."""
 
@@ -151,7 +151,8 @@ class PPO(SampledObjective):
         """PPO from :class:`captionlib.rl.options.RLOptions` (``max_len``, ``temperature``) and its
         ``rl_conf`` block ``conf`` (:class:`PPOConf`); the reference is a frozen copy of ``model``
         as given (the XE model of ``init_param``)."""
-        return cls(reward, tokenizer, ReferencePolicy(model), conf.num_samples, conf.baseline, conf.ppo_epochs,
+        reference = ReferencePolicy(model, conf.disable_dropout)
+        return cls(reward, tokenizer, reference, conf.num_samples, conf.baseline, conf.ppo_epochs,
                    conf.clip_range, conf.kl_coef, opts.max_len, opts.temperature, conf.baseline_encoding)
 
     def rollout(self, model, clips: List[str], v: torch.Tensor, feats: torch.Tensor, lens: torch.Tensor) -> Rollout:
@@ -169,6 +170,7 @@ class PPO(SampledObjective):
         return Rollout(clips, out, (r - b).reshape(-1), r, b, ref)
 
     def forward(self, model, batch) -> Tuple[torch.Tensor, Dict[str, float]]:
+        self.reference.policy_mode(model)
         clips, feats, lens = self.inputs(model, batch)
         v = model.encode(feats, lens)
         # the trainer calls it updates_per_batch times per batch: a new batch starts a new rollout

@@ -547,3 +547,25 @@ def test_the_fluency_error_rate_gets_its_own_bootstrap(tmp_path):
     chosen = next(x for x in section.splitlines() if x.startswith("- `xe_a/scst_b_fl` vs `xe_a/scst_b`"))
     assert "ΔFER (rules) -0.450" in chosen and "p=1.0000" in chosen, chosen
     assert "## Significance of FER (detector)" not in text  # no row has the detector's rate
+
+
+def test_compare_two_decodings_with_a_decode_dir_on_either_side(tmp_path):
+    """<model>@<decode dir>: re-ranked XE against greedy XE (one model, two decodings), and
+    re-ranked XE against SCST's greedy decoding (two models, two decodings)."""
+    exp = tmp_path / "exp"
+    _run_tree(exp, seeds=(0, 1))
+    rng = np.random.default_rng(1)
+    for seed in (0, 1):  # the XE models decoded again, better by 0.2 per clip
+        base = json.loads((exp / f"{XE}_seed{seed}" / f"decode_{TAG}" / "evaluation" / "per_clip.json").read_text())
+        cider = np.array([base["CIDEr-D"][c] for c in CLIPS]) + 0.2 + rng.normal(0, 0.01, size=len(CLIPS))
+        path = _write(exp, f"{XE}_seed{seed}", "rerank", "evaluation", dict(FULL, **{"CIDEr-D": float(cider.mean())}))
+        path.with_name("per_clip.json").write_text(json.dumps({"CIDEr-D": dict(zip(CLIPS, cider.tolist()))}))
+    rows = collect_scores(exp)
+    chosen = collect_comparisons(rows, [(f"{XE}@{TAG}", f"{XE}@rerank"),
+                                        (f"{XE}/scst_train_scst_small@{TAG}", f"{XE}@rerank")])
+    assert [(c.baseline, c.model, c.decode_tag, c.test_set, c.seeds) for c in chosen] == [
+        (f"{XE}@{TAG}", f"{XE}@rerank", "rerank", "evaluation", [0, 1]),
+        (f"{XE}/scst_train_scst_small@{TAG}", f"{XE}@rerank", "rerank", "evaluation", [0, 1])]
+    (vs_greedy, vs_scst) = chosen
+    assert all(r.delta == pytest.approx(0.2, abs=0.02) and r.p_value < 0.05 for r in vs_greedy.results)
+    assert all(r.delta == pytest.approx(0.05, abs=0.05) for r in vs_scst.results)  # SCST: +0.15

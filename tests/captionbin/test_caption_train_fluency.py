@@ -3,6 +3,7 @@
 import itertools
 import json
 
+import numpy as np
 import pytest
 import yaml
 
@@ -119,3 +120,44 @@ def test_caption_score_fluency_with_the_detector(tmp_path, trained):
         assert "flagged by the detector" in text
     with pytest.raises(SystemExit):  # a missing model file is an error before scoring
         _score(tmp_path, "missing", "--metrics", "fluency", "--fluency_model", str(tmp_path / "none.pth"))
+
+
+CLOTHO = ["file_name,caption_1,caption_2,caption_3,caption_4,caption_5",
+          "a.wav,A dog barks and a man speaks.,A dog barks loudly.,Rain falls on a roof.,Birds sing.,A car passes by.",
+          "b.wav,People are talking in a room.,Wind blows hard.,A door creaks.,A bell rings.,Water drips slowly."]
+JUDGED = ["file_name\tcaption\tform\tjudgement", "a.wav\t1\tremove_conj\tdisfluent",  # a dog barks a man speaks
+          "a.wav\t2\tadd_tail\tdisfluent", "b.wav\t1\tremove_verb\tfluent",  # people are in a room
+          "a.wav\t3\tclean\tfluent", "b.wav\t2\tclean\tdisfluent"]
+
+
+def test_judged_rates_by_hand(tmp_path):
+    from captionlib.metrics.fluency_train import evaluate_judged, format_judged, read_judgements
+    _write(tmp_path / "c.csv", CLOTHO)
+    _write(tmp_path / "j.tsv", JUDGED)
+    ev = evaluate_judged(None, read_judgements(str(tmp_path / "j.tsv")), [str(tmp_path / "c.csv")])
+    assert list(ev) == ["clean", "add_tail", "remove_conj", "remove_verb"]
+    assert ev["clean"] == {"judged": 2, "fluent": 1, "rules": 0.0}  # the fluent one, not flagged
+    assert ev["add_tail"]["rules"] == 1.0 and ev["remove_conj"]["rules"] == 0.0  # no rule sees a missing "and"
+    assert ev["remove_verb"]["judged"] == 1 and np.isnan(ev["remove_verb"]["rules"])  # none judged disfluent
+    assert "| remove_conj | 1 | 0 | the disfluent ones (recall) | - | 0.0% |" in format_judged(ev)
+    _write(tmp_path / "bad.tsv", JUDGED[:2] + ["a.wav\t7\tclean\tfluent"])
+    with pytest.raises(ValueError, match=r"bad.tsv:3: need"):
+        read_judgements(str(tmp_path / "bad.tsv"))
+    _write(tmp_path / "gone.tsv", JUDGED[:1] + ["c.wav\t1\tclean\tfluent"])
+    with pytest.raises(ValueError, match="judged clip c.wav is in none of"):
+        evaluate_judged(None, read_judgements(str(tmp_path / "gone.tsv")), [str(tmp_path / "c.csv")])
+
+
+def test_judgements_in_training_metrics(tmp_path, trained):
+    d, _ = trained
+    _write(tmp_path / "c.csv", CLOTHO)
+    _write(tmp_path / "j.tsv", JUDGED)
+    out = tmp_path / "m.pth"
+    main(["--captions", str(d / "text"), "--heldout", str(tmp_path / "c.csv"), "--judgements", str(tmp_path / "j.tsv"),
+          "--epochs", "1", "--channels", "16", "--output", str(out)])
+    judged = json.loads((tmp_path / "metrics.json").read_text())["judged_measurement"]
+    assert judged["clean"]["judged"] == 2 and 0 <= judged["add_tail"]["detector"] <= 1
+    assert "Judged (" in (tmp_path / "metrics.md").read_text()
+    with pytest.raises(SystemExit) as e:  # the judged clips' CSV is needed
+        main(["--captions", str(d / "text"), "--judgements", str(tmp_path / "j.tsv"), "--output", str(out)])
+    assert e.value.code == 1

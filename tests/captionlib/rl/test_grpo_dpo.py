@@ -143,3 +143,23 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model(algo, tmp_pat
     whole = torch.load(tmp_path / "whole" / "latest.pth", weights_only=True)["model"]
     resumed = torch.load(tmp_path / "killed" / "latest.pth", weights_only=True)["model"]
     assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
+def test_disable_dropout_makes_the_policy_its_reference_at_the_same_weights():
+    """In training mode, dropout alone puts a KL between the policy and its eval-mode reference;
+    with disable_dropout (the rl_conf default) the policy runs in eval mode and the KL is 0."""
+    from captionlib.models.captioner import Captioner
+    from captionlib.rl.grpo import GRPOConf
+
+    assert GRPOConf().disable_dropout is True
+    kls = {}
+    for disable in (False, True):
+        torch.manual_seed(0)
+        model = Captioner(len(TOKENS), decoder_conf={"hidden_size": 16, "dropout": 0.5}, encoder_conf={"dropout": 0.5})
+        model.train()
+        obj = GRPO(WordSetReward(), Tokenizer(TOKENS), ReferencePolicy(model, disable), num_samples=3, max_len=6,
+                   sample_logprobs="recompute")
+        _, stats = obj(model, _batch())
+        kls[disable] = stats["kl"]
+        assert model.training is not disable
+    assert kls[False] > 1e-3 and abs(kls[True]) < 1e-6
