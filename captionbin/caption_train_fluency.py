@@ -103,7 +103,8 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
     try:
         check_writable(args.output)
         judgements = read_judgements(args.judgements) if args.judgements else None
-        if judgements is not None and not any(h.endswith(".csv") for h in args.heldout):
+        clotho_heldout = [h for h in args.heldout if h.endswith(".csv")]
+        if judgements is not None and not clotho_heldout:
             raise ValueError("--judgements needs the Clotho captions CSV of the judged clips in --heldout")
         captions = [c for path in args.captions for c in read_caption_file(path)]
         heldout = [c for path in args.heldout for c in read_caption_file(path)]
@@ -114,7 +115,7 @@ def main(cmd: Optional[Sequence[str]] = None) -> None:
         train_s = time.time() - t0
         ev = evaluate_detector(detector, heldout, seed=args.seed) if heldout else None
         judged = None if judgements is None else evaluate_judged(
-            detector, judgements, [h for h in args.heldout if h.endswith(".csv")], seed=args.seed)
+            detector, judgements, clotho_heldout, seed=args.seed)
         detector.meta.update({"train_seconds": round(train_s, 1), "captions": list(args.captions),
                               "heldout": list(args.heldout), "heldout_measurement": ev,
                               "judgements": args.judgements, "judged_measurement": judged})

@@ -267,6 +267,14 @@ def train_detector(captions: Sequence[str], opts: Optional[FluencyTrainOptions] 
     return detector
 
 
+def _flaggers(detector: Optional[FluencyDetector]) -> Dict[str, Any]:
+    """``{"rules": f, "detector": f}`` (no ``detector`` without one): word lists -> bool flags."""
+    flaggers = {"rules": lambda caps: rule_flags(caps).any(axis=1)}
+    if detector is not None:
+        flaggers["detector"] = lambda caps: detector.flag(caps)[0]
+    return flaggers
+
+
 def evaluate_detector(detector: Optional[FluencyDetector], captions: Sequence[str], seed: int = 0) -> Dict[str, Any]:
     """Held-out measurement: clean false-positive rate and per-class recall (module docstring).
 
@@ -286,10 +294,7 @@ def evaluate_detector(detector: Optional[FluencyDetector], captions: Sequence[st
         bad = (corrupt_tokens(t, kind, rng) for t in tagged)
         sets[kind] = [[w for w, _ in b] for b in bad if b is not None]
     out: Dict[str, Any] = {"clean": len(sets["clean"]), "classes": {k: len(sets[k]) for k in ERROR_CLASSES}}
-    flaggers = {"rules": lambda caps: rule_flags(caps).any(axis=1)}
-    if detector is not None:
-        flaggers["detector"] = lambda caps: detector.flag(caps)[0]
-    for name, flagger in flaggers.items():
+    for name, flagger in _flaggers(detector).items():
         rate = {k: float(np.mean(flagger(v))) if v else float("nan") for k, v in sets.items()}
         out[name] = {"clean_fpr": rate["clean"], "recall": {k: rate[k] for k in ERROR_CLASSES}}
     return out
@@ -363,9 +368,7 @@ def evaluate_judged(detector: Optional[FluencyDetector], judgements: Sequence[Tu
         if damaged is None:
             raise ValueError(f"judged clip {name} caption {num}: {form} does not apply to it")
         texts.setdefault(form, []).append(([w for w, _ in damaged], fluent))
-    flaggers = {"rules": lambda caps: rule_flags(caps).any(axis=1)}
-    if detector is not None:
-        flaggers["detector"] = lambda caps: detector.flag(caps)[0]
+    flaggers = _flaggers(detector)
     out: Dict[str, Any] = {}
     for form in (f for f in JUDGED_FORMS if f in texts):
         rows = texts[form]

@@ -503,8 +503,8 @@ def collect_comparisons(
         # a "<name> (no seed)" of the table: the run of that name without a seed token
         unseeded = base_name.endswith(NO_SEED) or other_name.endswith(NO_SEED)
         # "<name>@<decode dir>": that side's decode only (else the same decode on both sides)
-        (base, base_tag), (other, other_tag) = (
-            (n.partition("@")[0], n.partition("@")[2] or None) for n in (base_name, other_name))
+        (base, _, base_tag), (other, _, other_tag) = (n.partition("@") for n in (base_name, other_name))
+        base_tag, other_tag = base_tag or None, other_tag or None
         base, other = (n[:-len(NO_SEED)] if n.endswith(NO_SEED) else n for n in (base, other))
         # a plain name beside seeded runs of it is their seed group, as in the table
         seeded = any(key[0] == other and key[1] is not None for key in runs)
