@@ -101,8 +101,9 @@ def stand_in(root: Path, activation: str) -> Path:
     return root
 
 
-def run(peer: Path):
-    cmd = [sys.executable, str(ROOT / "bench" / "compare_peers.py"), "--conette", str(peer), "--min_s", "2",
+def run(peer: Path, flag: str = "--conette"):
+    """compare_peers.py on ``peer`` (given as ``flag``), tiny sizes."""
+    cmd = [sys.executable, str(ROOT / "bench" / "compare_peers.py"), flag, str(peer), "--min_s", "2",
            "--max_s", "3", "--batch_size", "4", "--reps", "1", "--warm_up_steps", "2", "--num_threads", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
 

@@ -5,13 +5,11 @@ losses and CIDEr-D written plainly. The script prints a ratio for every row and 
 checks; a stand-in whose CIDEr-D adds one to every document frequency fails them."""
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from test_compare_peers import ROOT, table
+from test_compare_peers import run as run_peer
 
 MODEL = '''
 import torch
@@ -226,20 +224,7 @@ def stand_in(root: Path, right: bool) -> Path:
 
 
 def run(peer: Path):
-    cmd = [sys.executable, str(ROOT / "bench" / "compare_peers.py"), "--scp", str(peer), "--min_s", "2",
-           "--max_s", "3", "--batch_size", "4", "--reps", "1", "--warm_up_steps", "2", "--num_threads", "1"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
-
-
-def table(stdout: str, header: str) -> dict:
-    lines = stdout.split(header, 1)[1].splitlines()[2:]  # the header's rest, its rule
-    rows = {}
-    for line in lines:
-        if not line.startswith("| "):
-            break
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        rows[cells[0]] = cells[1:]
-    return rows
+    return run_peer(peer, "--scp")
 
 
 ROWS = ["XE update, 4 captions", "SCST update, 4 clips (1 sample, greedy baseline)",
