@@ -181,6 +181,12 @@ def clotho_captions(data: Path):
     return [[clean_words(r[f"caption_{k}"]) for k in range(1, 6)] for r in rows]
 
 
+def caption_tokenizer(caps) -> Tokenizer:
+    """The word tokenizer of ``caps`` (per clip, lists of words): padding, unk, the sorted words, eos."""
+    vocab = sorted({w for c in caps for cap in c for w in cap})
+    return Tokenizer(["<blank>", "<unk>"] + vocab + ["<sos/eos>"])
+
+
 class Setup:
     """The model, tokenizer, reward and real-feature batches of the benchmark."""
 
@@ -189,8 +195,7 @@ class Setup:
         self.batch_size = args.batch_size
         self.stream, self.num_wavs = real_features(Path(args.data))
         self.caps = clotho_captions(Path(args.data))
-        vocab = sorted({w for c in self.caps for cap in c for w in cap})
-        self.tok = Tokenizer(["<blank>", "<unk>"] + vocab + ["<sos/eos>"])
+        self.tok = caption_tokenizer(self.caps)
         # clip lengths of a Clotho-sized development set and its epoch schedules
         lo, hi = round(args.min_s / HOP_S), round(args.max_s / HOP_S)
         self.clip_frames = rng.integers(lo, hi + 1, size=CLOTHO_DEV_CLIPS)

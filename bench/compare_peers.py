@@ -61,7 +61,6 @@ sys.path.insert(0, str(HERE))
 from captionlib.data.datasets import pad_feats, pad_ids  # noqa: E402
 from captionlib.decode.search import beam_search, greedy_search  # noqa: E402
 from captionlib.models.captioner import Captioner, xe_loss, xe_targets  # noqa: E402
-from captionlib.text.tokenizer import Tokenizer  # noqa: E402
 import bench_train  # noqa: E402
 from bench_train import HOP_S, clotho_captions, real_features, tile, timed_round_robin  # noqa: E402
 
@@ -123,8 +122,7 @@ class Batch:
         rng = np.random.default_rng(args.seed)
         stream, _ = real_features(Path(args.data))  # (frames, 64) at 20 ms
         self.caps = clotho_captions(Path(args.data))
-        vocab = sorted({w for c in self.caps for cap in c for w in cap})
-        self.tok = Tokenizer(["<blank>", "<unk>"] + vocab + ["<sos/eos>"])
+        self.tok = bench_train.caption_tokenizer(self.caps)
         pool = round(FRAME_S / HOP_S)
         proj = np.random.default_rng(args.seed + 1).standard_normal((stream.shape[1], MEMORY_SIZE)) / 8.0
         seconds = rng.uniform(args.min_s, args.max_s, size=args.batch_size)
@@ -146,19 +144,34 @@ def our_model(vocab_size: int, seed: int) -> Captioner:
                      decoder="transformer", decoder_conf=DECODER).to(bench_train.DEVICE)
 
 
-def warm_up(model: Captioner, batch: Batch, steps: int, seed: int) -> None:
-    """``steps`` AdamW XE steps on random development captions over the batch's memory."""
+def warm_up(xe_loss_of, params, batch: Batch, steps: int, seed: int) -> None:
+    """``steps`` AdamW XE steps (lr 5e-4) on random development captions over the batch's memory;
+    ``xe_loss_of(ys, ys_lens)`` is a side's XE loss of those captions, ``params`` its parameters
+    (the caller sets training mode). The same ``seed`` gives both sides the same captions."""
     rng = np.random.default_rng(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-4)
-    model.train()
+    opt = torch.optim.AdamW(params, lr=5e-4)
     for _ in range(steps):
         picks = rng.integers(0, len(batch.caps), size=batch.memory.size(0))
         ys, ys_lens = (x.to(bench_train.DEVICE) for x in pad_ids(
             [np.asarray(batch.tok.text2ids(" ".join(batch.caps[c][c % 5])), dtype=np.int64) for c in picks]))
-        loss = xe_loss(model(batch.memory, batch.lens, ys), xe_targets(ys, ys_lens, model.eos_id))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        optimizer_step(opt, xe_loss_of(ys, ys_lens))
+
+
+def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """Backward ``loss`` and step ``opt`` (gradients cleared first)."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def in_mode(models, train: bool, fn):
+    """``fn`` wrapped to run with ``models`` in training (with gradients) or eval mode (without)."""
+    def run():
+        for model in models:
+            model.train(train)
+        with torch.set_grad_enabled(train):
+            fn()
+    return run
 
 
 class ConetteSide(nn.Module):
@@ -250,31 +263,11 @@ def rows(ours: Captioner, theirs: ConetteSide, batch: Batch, reps: int) -> list:
     opt_ours = torch.optim.AdamW(ours.parameters(), lr=5e-4)
     opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=5e-4)
     m, lens, ys, ys_lens = batch.memory, batch.lens, batch.ys, batch.ys_lens
-
-    def step(opt, loss):
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    def decode(fn):
-        def run():
-            ours.eval()
-            theirs.eval()
-            with torch.no_grad():
-                fn()
-        return run
-
-    def train(fn):
-        def run():
-            ours.train()
-            theirs.train()
-            fn()
-        return run
-
+    both = (ours, theirs)
     out = []
     t = timed_round_robin({
-        "ours": train(lambda: step(opt_ours, xe_loss(ours(m, lens, ys), xe_targets(ys, ys_lens, ours.eos_id)))),
-        "theirs": train(lambda: step(opt_theirs, theirs.loss(m, lens, ys, ys_lens))),
+        "ours": in_mode(both, True, lambda: bench_train.xe_update(ours, opt_ours, m, lens, ys, ys_lens)),
+        "theirs": in_mode(both, True, lambda: optimizer_step(opt_theirs, theirs.loss(m, lens, ys, ys_lens))),
     }, reps)
     out.append((f"XE update, {m.size(0)} captions", t["ours"], t["theirs"]))
     for name, mine, peer in (
@@ -283,7 +276,7 @@ def rows(ours: Captioner, theirs: ConetteSide, batch: Batch, reps: int) -> list:
             ("beam-5 decoding", lambda: beam_search(ours, ours.encode(m, lens), 5, MAX_TOKENS + 1,
                                                           length_penalty=1.0),
              lambda: theirs.beam(m, lens))):
-        t = timed_round_robin({"ours": decode(mine), "theirs": decode(peer)}, reps)
+        t = timed_round_robin({"ours": in_mode(both, False, mine), "theirs": in_mode(both, False, peer)}, reps)
         out.append((f"{name}, {m.size(0)} clips", t["ours"], t["theirs"]))
     return out
 
@@ -302,7 +295,9 @@ def compare_conette(args, batch: Batch):
     """CoNeTTE's rows and checks (see the module docstring), with their header line."""
     mods = import_conette(Path(args.conette))
     ours = our_model(batch.tok.vocab_size, args.seed)
-    warm_up(ours, batch, args.warm_up_steps, args.seed)
+    ours.train()
+    warm_up(lambda ys, ys_lens: xe_loss(ours(batch.memory, batch.lens, ys), xe_targets(ys, ys_lens, ours.eos_id)),
+            ours.parameters(), batch, args.warm_up_steps, args.seed)
     theirs = ConetteSide(mods, ours)
     results = checks(ours, theirs, batch, args.tolerance)
     header = (f"CoNeTTE ({args.conette}): {args.batch_size} clips of {int(batch.lens.min())}-{int(batch.lens.max())} "

@@ -113,10 +113,9 @@ sys.path.insert(0, str(HERE))
 
 import compare_peers  # noqa: E402
 
-from captionlib.data.datasets import pad_ids  # noqa: E402
 from captionlib.decode.search import beam_search, greedy_search, sample  # noqa: E402
 from captionlib.metrics.cider_d import CiderD, DocumentFrequency  # noqa: E402
-from captionlib.models.captioner import Captioner  # noqa: E402
+from captionlib.models.captioner import Captioner, xe_loss, xe_targets  # noqa: E402
 from captionlib.rl import objective_class, objective_conf  # noqa: E402
 from captionlib.rl.options import RLOptions  # noqa: E402
 from captionlib.rl.policy_gradient import mean_of_others, policy_gradient_loss  # noqa: E402
@@ -307,21 +306,6 @@ class ScpSide:
             return self.scp.rewards.get_scores(self.gts, seq, self.nsc.opt)
 
 
-def warm_up_scp(side: ScpSide, batch, steps: int, seed: int) -> None:
-    """``steps`` AdamW XE steps of SCP's model on the captions ``compare_peers.warm_up`` trains ours on."""
-    rng = np.random.default_rng(seed)
-    opt = torch.optim.AdamW(side.model.parameters(), lr=5e-4)
-    side.model.train()
-    for _ in range(steps):
-        picks = rng.integers(0, len(batch.caps), size=batch.memory.size(0))
-        ys, ys_lens = (x.to(bench_train.DEVICE) for x in pad_ids(
-            [np.asarray(batch.tok.text2ids(" ".join(batch.caps[c][c % 5])), dtype=np.int64) for c in picks]))
-        loss = side.loss(False, False, *side.targets(ys, ys_lens))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-
 def objective(algo: str, rl_conf: dict, model: Captioner, reward, tok):
     """Our objective of ``--rl_algo algo`` with the ``rl_conf`` block ``rl_conf``, decoding 21 tokens."""
     cls = objective_class(algo)
@@ -408,28 +392,15 @@ def rows(ours: Captioner, theirs: ScpSide, batch, keys: list, reward, seq, reps:
     tokens = from_scp(seq, ours.eos_id)
     cand_keys = [k for k in keys for _ in range(seq.size(0) // B)]
 
-    def step(opt, loss):
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    def mode(train: bool, fn):
-        def run():
-            ours.train(train)
-            theirs.model.train(train)
-            with torch.set_grad_enabled(train):
-                fn()
-        return run
-
     specs = (
         (f"XE update, {B} captions", True, lambda: bench_train.xe_update(ours, opt_ours, m, lens, ys, ys_lens),
-         lambda: step(opt_theirs, theirs.loss(False, False))),
+         lambda: compare_peers.optimizer_step(opt_theirs, theirs.loss(False, False))),
         (f"SCST update, {B} clips (1 sample, greedy baseline)", True,
          lambda: bench_train.rl_update(scst, ours, opt_ours, keys, m, lens),
-         lambda: step(opt_theirs, theirs.loss(True, False))),
+         lambda: compare_peers.optimizer_step(opt_theirs, theirs.loss(True, False))),
         (f"SCST update, {B} clips x {SAMPLES} samples (leave-one-out baseline)", True,
          lambda: bench_train.rl_update(rplus, ours, opt_ours, keys, m, lens),
-         lambda: step(opt_theirs, theirs.loss(False, True))),
+         lambda: compare_peers.optimizer_step(opt_theirs, theirs.loss(False, True))),
         (f"beam-5 decoding, {B} clips", False, lambda: beam_search(ours, ours.encode(m, lens), 5, MAX_WORDS + 1),
          lambda: theirs.decode({"beam_size": 5, "sample_n": 1})),
         (f"CIDEr-D of {seq.size(0)} sampled captions", False,
@@ -437,7 +408,9 @@ def rows(ours: Captioner, theirs: ScpSide, batch, keys: list, reward, seq, reps:
     )
     out = []
     for name, train, mine, peer in specs:
-        t = timed_round_robin({"ours": mode(train, mine), "theirs": mode(train, peer)}, reps)
+        both = (ours, theirs.model)
+        t = timed_round_robin({"ours": compare_peers.in_mode(both, train, mine),
+                               "theirs": compare_peers.in_mode(both, train, peer)}, reps)
         out.append((name, t["ours"], t["theirs"]))
     return out
 
@@ -462,9 +435,14 @@ def compare(args, batch):
     reward = bench_train.cider_reward(types.SimpleNamespace(refs={f"clip{c}": caps
                                                                   for c, caps in enumerate(batch.caps)}))
     ours = our_model(tok.vocab_size, args.seed)
-    compare_peers.warm_up(ours, batch, args.warm_up_steps, args.seed)
+    ours.train()
+    compare_peers.warm_up(lambda ys, ys_lens: xe_loss(ours(batch.memory, batch.lens, ys),
+                                                      xe_targets(ys, ys_lens, ours.eos_id)),
+                          ours.parameters(), batch, args.warm_up_steps, args.seed)
     theirs = ScpSide(scp, batch, clips, args.seed)
-    warm_up_scp(theirs, batch, args.warm_up_steps, args.seed)
+    theirs.model.train()
+    compare_peers.warm_up(lambda ys, ys_lens: theirs.loss(False, False, *theirs.targets(ys, ys_lens)),
+                          theirs.model.parameters(), batch, args.warm_up_steps, args.seed)
     ours.eval()
     theirs.model.eval()
     with torch.no_grad():
