@@ -316,16 +316,22 @@ def mm_flops_per_s(reps: int) -> float:
     return 2 * 2048 ** 3 / timed(lambda: torch.mm(a, b), max(reps, 3))
 
 
-def xe_flops(model, feats, lens, ys, ys_lens) -> float:
-    """FLOPs of one XE forward + backward (``FlopCounterMode``; cuDNN off, since the counter
-    has no formula for its fused RNN kernels and would leave out the GRUs)."""
+def xe_flop_counts(model, feats, lens, ys, ys_lens) -> dict:
+    """FLOPs of one XE forward + backward per aten operator, ``{operator: flops}``
+    (``FlopCounterMode``; cuDNN off, since the counter has no formula for its fused RNN kernels
+    and would leave out the GRUs)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter, torch.backends.cudnn.flags(enabled=False):
         xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
     model.zero_grad(set_to_none=True)
-    return float(counter.get_total_flops())
+    return {op: float(f) for op, f in counter.get_flop_counts()["Global"].items()}
+
+
+def xe_flops(model, feats, lens, ys, ys_lens) -> float:
+    """FLOPs of one XE forward + backward (the sum of :func:`xe_flop_counts`)."""
+    return sum(xe_flop_counts(model, feats, lens, ys, ys_lens).values())
 
 
 def main(argv=None) -> None:
@@ -337,7 +343,8 @@ def main(argv=None) -> None:
     model, reps = s.model, args.reps
     gpu = f", {torch.cuda.get_device_name(DEVICE)}" if DEVICE.type == "cuda" else ""
     print(f"# bench_train: torch {torch.__version__}, {args.num_threads} threads, {os.cpu_count()} CPUs, "
-          f"device {DEVICE}{gpu}; mean of {reps} timed repetitions")
+          f"device {DEVICE}{gpu}, THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')} "
+          f"(the recipes' path.sh sets 1); mean of {reps} timed repetitions")
     print(f"real features: {s.num_wavs} clotho_subset WAVs, {len(s.stream)} frames; vocabulary {s.tok.vocab_size}; "
           f"model {sum(p.numel() for p in model.parameters())} parameters")
     for k in ("random", "bucket"):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from captionlib.models.captioner import Captioner, count_parameters, xe_loss, xe_targets
-from captionlib.models.encoders import BatchIndependentBiGRU, CRNNEncoder
+from captionlib.models.encoders import BatchIndependentBiGRU, CRNNEncoder, L4Pool2d
 from captionlib.text.cleaner import clean_words
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
@@ -24,6 +24,33 @@ def test_whole_model_about_5m_with_clotho_vocabulary():
     model = Captioner(len(vocab) + 3)
     total = count_parameters(model)
     assert 4.5e6 < total < 5.6e6, total
+
+
+@pytest.mark.parametrize("shape, kernel", [((3, 2, 11, 8), (2, 4)), ((2, 5, 9, 6), (1, 4)), ((1, 1, 4, 4), (2, 4))])
+def test_l4_pooling_matches_torch_lppool_and_its_gradient(shape, kernel):
+    # odd sizes leave rows and columns no window covers; a window of zeros and negative inputs
+    torch.manual_seed(0)
+    x = torch.randn(*shape, dtype=torch.float64)
+    x[0, 0, :kernel[0], :kernel[1]] = 0
+    ours, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y_ours, y_ref = L4Pool2d(kernel)(ours), torch.nn.LPPool2d(4, kernel)(ref)
+    grad = torch.randn_like(y_ref)
+    y_ours.backward(grad)
+    y_ref.backward(grad)
+    assert y_ours.shape == y_ref.shape
+    torch.testing.assert_close(y_ours, y_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ours.grad, ref.grad, rtol=1e-12, atol=1e-12)
+    assert ours.grad[0, 0, :kernel[0], :kernel[1]].abs().sum() == 0
+
+
+def test_l4_pooling_of_half_precision_runs_in_float32():
+    # 20 ** 4 overflows fp16 (max 65504); the pooled value is exact in float32
+    x = torch.full((1, 1, 2, 4), 20.0, dtype=torch.float16, requires_grad=True)
+    y = L4Pool2d((2, 4))(x)
+    assert y.dtype == torch.float32 and torch.isfinite(y).all()
+    torch.testing.assert_close(y, torch.full((1, 1, 1, 1), 20.0 * 8 ** 0.25))
+    y.sum().backward()
+    assert x.grad.dtype == torch.float16 and torch.isfinite(x.grad).all()
 
 
 def test_crnn_subsamples_time_by_4_and_pools_to_256():
