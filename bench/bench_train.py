@@ -255,11 +255,15 @@ def use_device(args) -> None:
     torch.set_num_threads(args.num_threads)
 
 
+def xe_backward(model, feats, lens, ys, ys_lens) -> None:
+    """The XE loss's forward and backward pass (gradients added to the parameters')."""
+    xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
+
+
 def xe_update(model, opt, feats, lens, ys, ys_lens):
     """One XE update (forward, backward, Adam step)."""
-    loss = xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id))
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    xe_backward(model, feats, lens, ys, ys_lens)
     opt.step()
 
 
@@ -310,10 +314,22 @@ def set_bigru(model, impl: str) -> None:
     model.encoder.rnn.impl = impl
 
 
+def mm_work(calls: int = 1):
+    """``(fn, flops)``: ``fn()`` runs ``calls`` float32 ``torch.mm`` of 2048 x 2048 matrices on the
+    device, ``flops`` of them in all (the bound's rate is ``flops`` over ``fn``'s seconds)."""
+    a, b = torch.randn(2048, 2048, device=DEVICE), torch.randn(2048, 2048, device=DEVICE)
+
+    def fn():
+        for _ in range(calls):
+            torch.mm(a, b)
+
+    return fn, calls * 2 * 2048 ** 3
+
+
 def mm_flops_per_s(reps: int) -> float:
     """This device's float32 ``torch.mm`` throughput (FLOP/s) on 2048 x 2048 matrices."""
-    a, b = torch.randn(2048, 2048, device=DEVICE), torch.randn(2048, 2048, device=DEVICE)
-    return 2 * 2048 ** 3 / timed(lambda: torch.mm(a, b), max(reps, 3))
+    fn, flops = mm_work()
+    return flops / timed(fn, max(reps, 3))
 
 
 def xe_flop_counts(model, feats, lens, ys, ys_lens) -> dict:
@@ -324,7 +340,7 @@ def xe_flop_counts(model, feats, lens, ys, ys_lens) -> dict:
 
     counter = FlopCounterMode(display=False)
     with counter, torch.backends.cudnn.flags(enabled=False):
-        xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
+        xe_backward(model, feats, lens, ys, ys_lens)
     model.zero_grad(set_to_none=True)
     return {op: float(f) for op, f in counter.get_flop_counts()["Global"].items()}
 

@@ -54,7 +54,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from captionlib.models.captioner import xe_loss, xe_targets  # noqa: E402
 from captionlib.models.encoders import L4Pool2d  # noqa: E402
 import bench_train  # noqa: E402
 
@@ -180,14 +179,9 @@ def measure(args) -> None:
 
     def forward_backward():
         opt.zero_grad(set_to_none=True)
-        xe_loss(model(feats, lens, ys), xe_targets(ys, ys_lens, model.eos_id)).backward()
+        bench_train.xe_backward(model, feats, lens, ys, ys_lens)
 
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    mm_calls = 8
-
-    def mm():
-        for _ in range(mm_calls):
-            torch.mm(a, b)
+    mm, mm_flops = bench_train.mm_work(calls=8)
 
     def update_torch_pool():
         with_pooling(model, "torch")
@@ -196,7 +190,7 @@ def measure(args) -> None:
 
     # round robin, so that slow phases of a shared machine hit the update and the bound alike
     times = bench_train.timed_round_robin({"update": update, "torch pool": update_torch_pool, "mm": mm}, args.reps)
-    wall, rate = times["update"], mm_calls * 2 * 2048 ** 3 / times["mm"]
+    wall, rate = times["update"], mm_flops / times["mm"]
     flops = flops_by_group(model, feats, lens, ys, ys_lens)
     ops = profile(forward_backward, opt.step, args.reps)
     total_flops = sum(flops.values())
